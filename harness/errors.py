@@ -1,0 +1,28 @@
+"""One root exception; every error crosses process boundaries, so each pickles."""
+
+from __future__ import annotations
+
+
+class HarnessError(Exception):
+    """Root of every error the harness raises on purpose."""
+
+
+class UsageError(HarnessError):
+    """Bad input from the user: the CLI prints one line on stderr and exits 2."""
+
+
+class SetupError(HarnessError):
+    """The environment cannot run what was asked (no TE, no CUDA, no mpirun): exit 2."""
+
+
+class DeadlineExceeded(HarnessError):
+    """A collective or buffer wait did not finish before its deadline."""
+
+    def __init__(self, what: str, seconds: float, where: str = ""):
+        super().__init__(f"{what} did not complete within {seconds:g} s{(' at ' + where) if where else ''}")
+        self.what = what
+        self.seconds = seconds
+        self.where = where
+
+    def __reduce__(self):
+        return (DeadlineExceeded, (self.what, self.seconds, self.where))

@@ -1,0 +1,109 @@
+"""The stack protocol: what the harness needs from an FP8 training stack under test.
+
+The harness drives a stack through one model's life (build, steps, destroy) and reads its
+FP8 state; the stack owns everything else. One step, in the order the harness calls it::
+
+    stack.forward_backward(model, inputs, grad_output)  # forward under the stack's autocast,
+                                                       # autocast exit (forward amax reduction),
+                                                       # backward (backward amax reduction)
+    stack.snapshot(model)                               # FP8 state, compared with the reference
+    stack.optimizer_step(model)                         # gradient sync, SGD, FP8 weight re-cast
+
+Snapshot keys are ``"layer{i}.{role}"`` with role ``input``, ``weight`` or ``grad_output``.
+A stack that wants the harness to force id reuse calls :func:`harness.idreuse.reuse_point`
+right before it allocates each object returned by :meth:`Stack.reuse_targets`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+import torch
+
+from harness.fp8.recipe import DelayedScalingRecipe
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """What to build: a stack of Linear layers ``dims[0] -> dims[1] -> ... -> dims[-1]``.
+
+    ``construction`` says how the FP8 weights get their first value:
+    ``"init_cast"`` casts the initial weight with a dummy amax that never enters the history
+    (TE's operation-based Linear at construction); ``"copy"`` then copies the initial value
+    in from high precision, which records its amax (TE's tests set weights that way), so
+    ``w_0`` enters the weight history at the first forward's autocast exit.
+    """
+
+    dims: tuple[int, ...]
+    recipe: DelayedScalingRecipe
+    fp8_params: bool = True
+    construction: str = "copy"
+    lr: float = 0.05
+    data_parallel: bool = True
+    userbuffers: bool = False          # tensor-parallel layers with Userbuffers-style overlap
+    tp_layout: str = "column"          # "column" or "row" (userbuffers models only)
+    bias: bool = False
+
+
+@dataclasses.dataclass
+class BuildContext:
+    """Where the model lives: the fp8 group and this process's place in it."""
+
+    rank: int
+    world_size: int
+    group: Any                      # torch.distributed ProcessGroup, or None when world_size == 1
+    device: torch.device
+    initial_weights: Sequence[torch.Tensor]   # one fp32 [out, in] tensor per layer, from seeds
+
+
+@dataclasses.dataclass
+class RoleState:
+    """One FP8 tensor role's state: its meta (history, scale, scale_inv) and the bytes of its cast.
+
+    ``fp8_bytes`` are uint8 bit patterns; ``fp8_scale_inv`` is the scale_inv the bytes were
+    written with (a weight's private copy, taken at its own cast).
+    """
+
+    amax_history: torch.Tensor
+    scale: torch.Tensor
+    scale_inv: torch.Tensor
+    fp8_bytes: Optional[torch.Tensor] = None
+    fp8_scale_inv: Optional[torch.Tensor] = None
+
+
+Snapshot = Mapping[str, RoleState]
+
+
+@runtime_checkable
+class Stack(Protocol):
+    """An FP8 stack under test. Load one with ``--sut NAME`` or ``--sut package.module:attr``."""
+
+    name: str
+
+    def build(self, spec: ModelSpec, ctx: BuildContext) -> Any:
+        """Build a model under the stack's model-init context (FP8 parameters when asked)."""
+
+    def forward_backward(self, model: Any, inputs: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+        """Forward under autocast (recipe, group), autocast exit, backward; returns the output."""
+
+    def snapshot(self, model: Any) -> Snapshot:
+        """Every FP8 role's state, detached copies, keyed ``layer{i}.{role}``."""
+
+    def optimizer_step(self, model: Any) -> None:
+        """Gradient sync (data-parallel), SGD on master weights, in-place FP8 re-cast of weights."""
+
+    def final_weights(self, model: Any) -> Snapshot:
+        """After the last step: each layer's weight bytes and private scale_inv (``layer{i}.weight``)."""
+
+    def reuse_targets(self, model: Any) -> list:
+        """Objects whose ``id()`` the stack may key state on (e.g. every FP8 weight's ``_data``)."""
+
+    def destroy(self, model: Any) -> None:
+        """Release what the model holds outside itself (communicators, hooks). Called before del."""
+
+    def registries(self) -> Mapping[str, Any]:
+        """The process-global containers to scan for stale ids and retention, by name."""
+
+    def reset(self) -> None:
+        """Clear every process-global registry (TE's ``FP8GlobalStateManager.reset()``)."""
