@@ -99,6 +99,10 @@ class Stack(Protocol):
     def reuse_targets(self, model: Any) -> list:
         """Objects whose ``id()`` the stack may key state on (e.g. every FP8 weight's ``_data``)."""
 
+    # Optional: def model_objects(self, model) -> list -- objects that must die with the model
+    # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
+    # the model root and every torch.nn.Module reachable from it are checked.
+
     def destroy(self, model: Any) -> None:
         """Release what the model holds outside itself (communicators, hooks). Called before del."""
 

@@ -1,0 +1,89 @@
+"""The built-in cases: recipes, shapes, special values and the reproducers, by name.
+
+Names are paths (``delayed/hybrid-h16-max-m0``, ``repro/hygiene``), so ``--cases`` can select
+families by substring or keyword expression.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from harness.case.spec import CaseSpec
+from harness.errors import UsageError
+from harness.fp8.recipe import DelayedScalingRecipe
+from harness.stacks.protocol import ModelSpec
+
+
+def _case(name, *, fmt="HYBRID", hist=16, algo="max", margin=0, dims=(16, 32, 16), steps=6, models=3,
+          special="none", fp8_params=True, construction="copy", data_parallel=True, batch=8, reduce_amax=True):
+    recipe = DelayedScalingRecipe(fp8_format=fmt, margin=margin, amax_history_len=hist,
+                                  amax_compute_algo=algo, reduce_amax=reduce_amax)
+    model = ModelSpec(dims=tuple(dims), recipe=recipe, fp8_params=fp8_params, construction=construction,
+                      data_parallel=data_parallel)
+    return CaseSpec(name=name, model=model, batch=batch, steps=steps, models=models, special=special)
+
+
+def builtin_cases() -> list[CaseSpec]:
+    """Every built-in case, in the order a run executes them."""
+    cases = [
+        # TE's default recipe (1.x): HYBRID, margin 0, history 1024, 'max', reduce_amax on.
+        _case("delayed/te-default", hist=1024),
+        _case("delayed/te-default-init-cast", hist=1024, construction="init_cast"),
+    ]
+    for hist in (1, 2, 16):
+        for algo in ("max", "most_recent"):
+            for margin in (0, 2):
+                tag = "max" if algo == "max" else "recent"
+                cases.append(_case(f"delayed/hybrid-h{hist}-{tag}-m{margin}", hist=hist, algo=algo, margin=margin))
+    cases += [
+        _case("delayed/e4m3-h16", fmt="E4M3"),
+        _case("delayed/e5m2-h16", fmt="E5M2"),
+        _case("delayed/hp-weights-h16", fp8_params=False),
+        _case("delayed/no-reduce-amax", reduce_amax=False),
+        _case("delayed/local-grads", data_parallel=False),
+        _case("delayed/deep-narrow", dims=(8, 8, 8, 8, 8), steps=5),
+        _case("delayed/wide", dims=(64, 96), batch=16, steps=4),
+        _case("special/zero-amax", special="zero", hist=2),
+        _case("special/inf-amax", special="inf", hist=16),
+        _case("special/nan-input", special="nan", hist=16),
+        _case("special/tiny-amax", special="tiny", hist=2),
+        _case("special/huge-values", special="huge", hist=16, fmt="E4M3"),
+        _case("special/tiny-most-recent", special="tiny", hist=1, algo="most_recent"),
+        # Reproducers: built and destroyed many times with FP8 weights, the pattern of
+        # TE's distributed tests (many models per launch, same recipe and group).
+        _case("repro/hygiene", hist=16, models=2, steps=2),
+        _case("repro/isolation", hist=16, models=3, steps=2, dims=(16, 16)),
+        _case("repro/cross-rank", hist=16, models=2, steps=3, dims=(16, 16)),
+        _case("repro/reference", hist=16, models=2, steps=3, dims=(16, 16), data_parallel=False),
+    ]
+    return cases
+
+
+def select_cases(cases: list[CaseSpec], expr: str | None) -> list[CaseSpec]:
+    """Cases whose name matches ``expr``.
+
+    ``expr`` is a substring, a glob (``delayed/*-h2-*``), or a pytest-style keyword expression
+    of substrings with ``and``, ``or``, ``not`` and parentheses (``repro and not reference``).
+    """
+    if not expr:
+        return list(cases)
+    if any(ch in expr for ch in "*?["):
+        return [c for c in cases if fnmatch.fnmatch(c.name, expr)]
+    tokens = re.findall(r"\(|\)|[^\s()]+", expr)
+    words = {"and", "or", "not", "(", ")"}
+    if not any(t in words for t in tokens):
+        return [c for c in cases if expr in c.name]
+    # Evaluate with Python's own boolean grammar, after quoting every operand as a test on the name.
+    pieces = []
+    for tok in tokens:
+        if tok in words:
+            pieces.append(tok)
+        else:
+            pieces.append(f"({tok!r} in name)")
+    source = " ".join(pieces)
+    try:
+        code = compile(source, "<cases>", "eval")
+    except SyntaxError:
+        raise UsageError(f"--cases {expr!r} is not a valid keyword expression (use and/or/not and parentheses)") from None
+    return [c for c in cases if eval(code, {"__builtins__": {}}, {"name": c.name})]

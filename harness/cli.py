@@ -1,0 +1,150 @@
+"""``python -m harness``: run, stress, bench, report, scan.
+
+Exit codes: 0 all passed, 1 failures found, 2 bad input or an environment that cannot run what
+was asked (one line on stderr). Results gathered before an error are written, never lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from harness.errors import HarnessError, SetupError, UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line on stderr, exit 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sut", default="emulated-patched",
+                   help="stack under test: emulated-patched, emulated-buggy, te, torchao, or package.module:attr")
+    p.add_argument("--inject", default=None, help="inject a bug into a real stack (torchao: id-hook; te: id-hook)")
+    p.add_argument("--launcher", default=None, help="spawn (default), torchrun, mpirun, or inproc (world size 1)")
+    p.add_argument("--world-size", type=int, default=None, help="ranks per group (default 2; 1 for inproc)")
+    p.add_argument("--reuse", default="natural", help="off | natural | symmetric | asymmetric[:RANKS] (id reuse)")
+    p.add_argument("--seed", type=int, default=0, help="run seed: changes every case's data")
+    p.add_argument("--cases", default=None, help="select cases: a name, substring, glob or keyword expression")
+    p.add_argument("--case-file", default=None, help="JSON file with case specs instead of the built-in cases")
+    p.add_argument("--deadline", type=float, default=10.0, help="seconds per collective or buffer wait")
+    p.add_argument("--strict", action="store_true", help="retention findings fail the run")
+    p.add_argument("--no-isolation", action="store_true", help="skip the isolated re-run of each case")
+    p.add_argument("--reset-between-cases", action="store_true", help="call the stack's reset() before each case")
+    p.add_argument("--json", default=None, help="write the JSON report here")
+    p.add_argument("--junit", default=None, help="write JUnit XML here")
+    p.add_argument("--artifacts", default=None, help="folder for per-rank stack dumps and ledgers of failed cases")
+    p.add_argument("--list", action="store_true", help="list the selected cases and exit")
+
+
+def build_config(args):
+    from harness.idreuse.morgue import ReusePolicy
+    from harness.runner.case_exec import RunOptions
+    from harness.runner.config import RunConfig, resolve_cases
+    from harness.runner.spmd import spmd_environment
+
+    spmd = spmd_environment()
+    launcher = args.launcher or (spmd.launcher if spmd else "spawn")
+    world = args.world_size
+    if world is None:
+        world = spmd.world_size if spmd else (1 if launcher == "inproc" else 2)
+    options = RunOptions(run_seed=args.seed, reuse=ReusePolicy.parse(args.reuse), strict=args.strict,
+                         deadline_s=args.deadline, reset_between_cases=args.reset_between_cases)
+    cfg = RunConfig(sut=args.sut, sut_options={"inject": args.inject} if args.inject else {}, launcher=launcher,
+                    world_size=world, options=options, case_expr=args.cases, isolation=not args.no_isolation,
+                    json_path=args.json, junit_path=args.junit, artifacts_dir=args.artifacts)
+    cfg.validate()
+    cfg.cases = resolve_cases(args.cases, args.case_file)
+    return cfg, spmd
+
+
+def cmd_run(args) -> int:
+    from harness.report.junit import write_junit
+    from harness.report.model import write_json
+    from harness.report.terminal import case_line, print_summary
+
+    cfg, spmd = build_config(args)
+    if args.list:
+        for c in cfg.cases:
+            print(c.name)
+        return 0
+    # Fail early, before any rank starts, on a stack that cannot load here.
+    if cfg.launcher != "inproc" or True:
+        from harness.stacks import load_stack
+        load_stack(cfg.sut, cfg.sut_options or None)
+
+    printed = [0]
+
+    def on_case(report):
+        for case in report.cases[printed[0]:]:
+            print(case_line(case), flush=True)
+        printed[0] = len(report.cases)
+        if cfg.json_path:
+            write_json(report, cfg.json_path)
+
+    report = None
+    try:
+        if spmd is not None:
+            from harness.runner.spmd import run_spmd
+            report = run_spmd(cfg, spmd, on_case)
+            if spmd.rank != 0:
+                return 0 if report is None or not any(c.outcome != "passed" for c in report.cases) else 1
+        elif cfg.launcher == "inproc":
+            from harness.runner.inproc import run_inproc
+            report = run_inproc(cfg, on_case)
+        else:
+            from harness.runner.controller import run_controlled
+            report = run_controlled(cfg, on_case)
+    finally:
+        if report is not None and cfg.json_path:
+            write_json(report, cfg.json_path)
+        if report is not None and cfg.junit_path:
+            write_junit(report, cfg.junit_path)
+    print_summary(report)
+    if cfg.json_path:
+        print(f"JSON report: {cfg.json_path}")
+    s = report.summary()
+    return 1 if (s["failed"] or s["errors"]) else 0
+
+
+def cmd_scan(argv) -> int:
+    from harness.scan.cli import main as scan_main
+    return scan_main(argv)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "scan":
+            return cmd_scan(argv[1:])
+        if argv and argv[0] == "stress":
+            from harness.stress.cli import main as stress_main
+            return stress_main(argv[1:])
+        if argv and argv[0] == "bench":
+            from harness.bench.cli import main as bench_main
+            return bench_main(argv[1:])
+        if argv and argv[0] == "report":
+            from harness.report.trend import main as report_main
+            return report_main(argv[1:])
+        parser = _Parser(prog="python -m harness", description=__doc__.splitlines()[0])
+        sub = parser.add_subparsers(dest="command")
+        run = sub.add_parser("run", help="run cases against a stack")
+        _add_run_args(run)
+        for name, text in (("scan", "static scan for id()-keyed state"), ("stress", "randomised nightly stress run"),
+                           ("bench", "benchmarks"), ("report", "trend over several stress reports")):
+            sub.add_parser(name, help=text)
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 2
+        return cmd_run(args)
+    except (UsageError, SetupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,119 @@
+"""Forced id reuse through CPython's allocator (DESIGN section 6).
+
+CPython's ``id()`` is an address, and pymalloc hands the most recently freed block of a size
+class to the next allocation of that class (10,000 of 10,000 in a tight loop here). So to make
+a new model's tensor take a dead model's id we do what the allocator would do on a lucky day,
+on purpose:
+
+1. When a model dies, the harness *parks* the objects the stack keys state on
+   (:meth:`Stack.reuse_targets`, e.g. every FP8 weight's ``_data``) in the morgue instead of
+   letting them be freed among the model's other objects. Nothing but the morgue holds them:
+   to the stack they are dead, and the hygiene oracle treats them so.
+2. While the next model is built, the stack calls :func:`reuse_point` right before each such
+   allocation. On a rank that forces reuse, that drops the oldest parked object: its block
+   goes to the head of the free list, and the stack's very next allocation of that size class
+   (the new tensor) lands on it.
+
+On ranks that do not force reuse, parked objects stay in quarantine for the rest of the
+process, so their ids cannot come back at all. That is what makes asymmetric reuse
+deterministic: one rank reuses every id, the other none.
+
+Modes (``--reuse``): ``off`` quarantines on every rank (a control: zero reuse events),
+``natural`` parks nothing (objects die as they would, reuse is only counted), ``symmetric``
+releases on every rank, ``asymmetric[:RANKS]`` releases on the listed ranks (rank 0 by default)
+and quarantines elsewhere.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+
+from harness.errors import UsageError
+
+MODES = ("off", "natural", "symmetric", "asymmetric")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReusePolicy:
+    mode: str = "natural"
+    ranks: tuple[int, ...] = (0,)
+
+    @classmethod
+    def parse(cls, text: str) -> "ReusePolicy":
+        """``off``, ``natural``, ``symmetric``, ``asymmetric`` or ``asymmetric:0,2``."""
+        mode, _, rest = (text or "natural").partition(":")
+        if mode not in MODES:
+            raise UsageError(f"--reuse {text!r}: expected one of off, natural, symmetric, asymmetric[:RANKS]")
+        ranks: tuple[int, ...] = (0,)
+        if rest:
+            if mode != "asymmetric":
+                raise UsageError(f"--reuse {text!r}: only asymmetric takes a rank list")
+            try:
+                ranks = tuple(sorted({int(r) for r in rest.split(",") if r.strip()}))
+            except ValueError:
+                raise UsageError(f"--reuse {text!r}: ranks must be integers, e.g. asymmetric:0,2") from None
+            if not ranks or min(ranks) < 0:
+                raise UsageError(f"--reuse {text!r}: ranks must be non-negative integers")
+        return cls(mode, ranks)
+
+    def text(self) -> str:
+        if self.mode == "asymmetric":
+            return "asymmetric:" + ",".join(str(r) for r in self.ranks)
+        return self.mode
+
+    def parks(self) -> bool:
+        return self.mode != "natural"
+
+    def releases_on(self, rank: int) -> bool:
+        return self.mode == "symmetric" or (self.mode == "asymmetric" and rank in self.ranks)
+
+
+class Morgue:
+    """Per-process holder of parked objects (see the module docstring)."""
+
+    def __init__(self):
+        self._parked: collections.deque = collections.deque()
+        self._quarantine: list = []
+        self.releasing = False
+        self.released = 0
+
+    def configure(self, policy: ReusePolicy, rank: int) -> None:
+        self.releasing = policy.releases_on(rank)
+
+    def park(self, objects) -> None:
+        for obj in objects:
+            self._parked.append(obj)
+
+    def parked_ids(self) -> set[int]:
+        return {id(o) for o in self._parked} | {id(o) for o in self._quarantine}
+
+    def holds(self, obj) -> bool:
+        return any(o is obj for o in self._parked) or any(o is obj for o in self._quarantine)
+
+    def release_next(self) -> None:
+        """Free the oldest parked object, so its block heads the free list of its size class."""
+        if self.releasing and self._parked:
+            self._parked.popleft()   # the last reference: freed here, at this exact moment
+            self.released += 1
+
+    def settle(self) -> None:
+        """After a build: whatever is still parked goes to quarantine (never freed, ids never reused)."""
+        while self._parked:
+            self._quarantine.append(self._parked.popleft())
+
+    def clear(self) -> None:
+        self._parked.clear()
+        self._quarantine.clear()
+
+
+MORGUE = Morgue()
+
+
+def reuse_point(kind: str = "") -> None:
+    """Called by a stack right before it allocates an object it will key state on.
+
+    A no-op unless the harness forces reuse on this rank; then the next allocation of the
+    parked object's size class takes the parked object's address, hence its ``id()``.
+    """
+    MORGUE.release_next()

@@ -1,0 +1,108 @@
+"""Which objects a model consists of, which of them died, and when a dead id comes back.
+
+The harness walks a model's object graph once after it is built and records every object it
+can weak-reference: *model objects* (the root, every object with a ``__dict__`` reachable
+through attributes and containers, and the stack's reuse targets) and *state* tensors (meta
+histories, scales, saved casts). After the model is deleted and collected, the hygiene oracle
+asks which of them are dead and whether any registry still holds their ids; the reuse counter
+asks whether a newly built object took the id of a dead one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import types
+import weakref
+
+import torch
+
+_SKIP_TYPES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+               weakref.ReferenceType, str, bytes, int, float, bool, type(None), torch.dtype, torch.device)
+
+
+@dataclasses.dataclass
+class TrackedObject:
+    ident: int
+    ref: weakref.ReferenceType
+    kind: str          # "model" or "state"
+    desc: str          # type and path from the model root
+
+    def alive(self) -> bool:
+        return self.ref() is not None
+
+
+def _desc(obj, path: str) -> str:
+    if isinstance(obj, torch.Tensor):
+        return f"{path} (Tensor {str(obj.dtype).replace('torch.', '')}{list(obj.shape)})"
+    return f"{path} ({type(obj).__name__})"
+
+
+def walk_model(root, model_objects=(), reuse_targets=(), limit: int = 20000) -> list[TrackedObject]:
+    """The model's objects and state tensors, reachable from ``root`` through attributes and containers.
+
+    *Model objects* are the root, ``torch.nn.Module`` instances, whatever the stack lists in
+    ``model_objects`` and the reuse targets; *state* is every other tensor. Other objects
+    (recipes, groups, configs) are walked through but not recorded: they are shared with the
+    world outside the model and may rightly outlive it.
+    """
+    target_ids = {id(t) for t in reuse_targets}
+    model_ids = {id(root)} | {id(o) for o in model_objects} | target_ids
+    seen: set[int] = set()
+    out: list[TrackedObject] = []
+    stack = [(root, "model")]
+    while stack and len(seen) < limit:
+        obj, path = stack.pop()
+        if id(obj) in seen or isinstance(obj, _SKIP_TYPES):
+            continue
+        seen.add(id(obj))
+        try:
+            ref = weakref.ref(obj)
+        except TypeError:
+            ref = None
+        is_model = id(obj) in model_ids or isinstance(obj, torch.nn.Module)
+        if ref is not None and (is_model or isinstance(obj, torch.Tensor)):
+            out.append(TrackedObject(id(obj), ref, "model" if is_model else "state", _desc(obj, path)))
+        if isinstance(obj, torch.Tensor):
+            continue
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                stack.append((v, f"{path}[{k!r}]"))
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            for i, v in enumerate(obj):
+                stack.append((v, f"{path}[{i}]"))
+        elif hasattr(obj, "__dict__"):
+            for k, v in vars(obj).items():
+                stack.append((v, f"{path}.{k}"))
+    return out
+
+
+class Graveyard:
+    """Ids of dead tracked objects in this process, with what they were: the reuse counter."""
+
+    def __init__(self):
+        self.dead: dict[int, str] = {}
+
+    def bury(self, objects: list[TrackedObject], parked_ids: set[int]) -> dict[int, str]:
+        """Record the dead (or parked, i.e. dead to the stack) objects; returns them."""
+        newly = {}
+        for o in objects:
+            if not o.alive() or o.ident in parked_ids:
+                newly[o.ident] = o.desc
+        self.dead.update(newly)
+        return newly
+
+    def reuse_events(self, objects: list[TrackedObject]) -> list[tuple[str, str]]:
+        """(new object, dead object) pairs where a new object took a dead object's id."""
+        events = []
+        for o in objects:
+            old = self.dead.pop(o.ident, None)
+            if old is not None:
+                events.append((o.desc, old))
+        return events
+
+
+def collect() -> None:
+    """Run the cyclic collector to a fixed point (objects in cycles die only here)."""
+    while gc.collect():
+        pass

@@ -1,0 +1,59 @@
+"""Retention: registries that grow with every case and keep a dead model's state alive.
+
+Reported (a warning) by default and a failure under ``--strict``. TE's global amax buffers,
+post-fix and on main, never prune: both emulated stacks keep that, so the patched stack shows it.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from harness.idreuse.tracker import TrackedObject
+
+
+def registry_sizes(registries: dict) -> dict[str, dict]:
+    """Per registry: entries (leaves) and tensor bytes reachable through its containers."""
+    sizes = {}
+    for name, reg in registries.items():
+        entries, nbytes, seen = 0, 0, set()
+        stack = [(reg, 0)]
+        while stack:
+            obj, depth = stack.pop()
+            if id(obj) in seen or depth > 6:
+                continue
+            seen.add(id(obj))
+            if isinstance(obj, dict):
+                stack.extend((v, depth + 1) for v in obj.values())
+                entries += len(obj) if depth == 0 else 0
+            elif isinstance(obj, (list, tuple, set, frozenset)):
+                stack.extend((v, depth + 1) for v in obj)
+                entries += len(obj) if depth > 0 or not isinstance(reg, dict) else 0
+            elif isinstance(obj, torch.Tensor):
+                nbytes += obj.numel() * obj.element_size()
+            elif hasattr(obj, "__dict__") and depth < 6:
+                stack.extend((v, depth + 1) for v in vars(obj).values())
+        sizes[name] = {"entries": entries, "bytes": nbytes}
+    return sizes
+
+
+def retained_state(objects: list[TrackedObject], parked_ids: set[int]) -> tuple[int, int]:
+    """(count, bytes) of a dead model's state tensors still alive after it was collected."""
+    count = nbytes = 0
+    for o in objects:
+        if o.kind != "state" or o.ident in parked_ids:
+            continue
+        t = o.ref()
+        if t is not None:
+            count += 1
+            nbytes += t.numel() * t.element_size()
+    return count, nbytes
+
+
+def growth(before: dict[str, dict], after: dict[str, dict]) -> dict[str, dict]:
+    out = {}
+    for name, a in after.items():
+        b = before.get(name, {"entries": 0, "bytes": 0})
+        de, db = a["entries"] - b["entries"], a["bytes"] - b["bytes"]
+        if de or db:
+            out[name] = {"entries": de, "bytes": db}
+    return out

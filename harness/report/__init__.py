@@ -1,0 +1,1 @@
+"""Reports: the case verdicts (model), and their writers (JSON, JUnit XML, terminal, HTML)."""

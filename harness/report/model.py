@@ -1,0 +1,122 @@
+"""Case verdicts built from every rank's result, and the run report they make up.
+
+A case's ``oracle`` is the first failing oracle in this order of precedence: the collective
+ledger's verdicts first (``cross-rank``, ``liveness``), since a misaligned collective explains
+everything after it, then ``buffer-integrity``, ``reference``, ``isolation``, ``hygiene``,
+``retention``. ``oracles`` lists every oracle that failed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shlex
+import tempfile
+
+from harness.oracles.findings import Failure
+
+PRECEDENCE = ("cross-rank", "liveness", "buffer-integrity", "reference", "isolation", "hygiene", "retention", "error")
+
+
+@dataclasses.dataclass
+class CaseReport:
+    name: str
+    outcome: str                 # passed | failed | error | skipped
+    oracle: str | None = None
+    oracles: list = dataclasses.field(default_factory=list)
+    ranks: list = dataclasses.field(default_factory=list)
+    reuse_events: int = 0
+    detail: str = ""
+    repro: str = ""
+    warnings: list = dataclasses.field(default_factory=list)
+    steps_compared: int = 0
+    models_built: int = 0
+    digest: str = ""
+    duration_s: float = 0.0
+    failures: list = dataclasses.field(default_factory=list)
+    artifacts: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["failures"] = [f.to_dict() if isinstance(f, Failure) else f for f in self.failures]
+        return d
+
+
+def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str, warnings=(),
+            steps_compared=0, models_built=0, digest="", duration_s=0.0, artifacts=None) -> CaseReport:
+    failures = list(failures)
+    if not failures:
+        return CaseReport(name, "passed", reuse_events=reuse_events, repro=repro, warnings=list(warnings),
+                          steps_compared=steps_compared, models_built=models_built, digest=digest,
+                          duration_s=duration_s, artifacts=artifacts or {})
+    oracles = sorted({f.oracle for f in failures}, key=lambda o: PRECEDENCE.index(o) if o in PRECEDENCE else 99)
+    primary = oracles[0]
+    outcome = "error" if primary == "error" else "failed"
+    ranks = sorted({f.rank for f in failures if f.rank is not None})
+    ordered = sorted(failures, key=lambda f: (PRECEDENCE.index(f.oracle) if f.oracle in PRECEDENCE else 99,
+                                              f.rank if f.rank is not None else -1))
+    detail = "\n".join(f.line() for f in ordered[:12])
+    if len(ordered) > 12:
+        detail += f"\n... and {len(ordered) - 12} more findings"
+    return CaseReport(name, outcome, primary, oracles, ranks, reuse_events, detail, repro, list(warnings),
+                      steps_compared, models_built, digest, duration_s, ordered, artifacts or {})
+
+
+@dataclasses.dataclass
+class RunReport:
+    sut: str
+    launcher: str
+    world_size: int
+    seed: int
+    reuse: str
+    cases: list = dataclasses.field(default_factory=list)
+    complete: bool = False
+    interrupted: str | None = None
+
+    def summary(self) -> dict:
+        counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+        for c in self.cases:
+            key = {"passed": "passed", "failed": "failed", "error": "errors", "skipped": "skipped"}[c.outcome]
+            counts[key] += 1
+        return counts
+
+    def to_dict(self) -> dict:
+        return {
+            "sut": self.sut, "launcher": self.launcher, "world_size": self.world_size, "seed": self.seed,
+            "reuse": self.reuse, "complete": self.complete, "interrupted": self.interrupted,
+            "summary": self.summary(),
+            "totals": {
+                "cases": len(self.cases),
+                "steps_compared": sum(c.steps_compared for c in self.cases),
+                "models_built": sum(c.models_built for c in self.cases),
+                "reuse_events": sum(c.reuse_events for c in self.cases),
+                "retention_warnings": sum(len(c.warnings) for c in self.cases),
+            },
+            "cases": [c.to_dict() for c in self.cases],
+        }
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write via a temp file in the same folder and rename: a reader never sees half a report."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(report: RunReport, path: str) -> None:
+    write_atomic(path, json.dumps(report.to_dict(), indent=1, sort_keys=False))
+
+
+def repro_command(*, sut: str, launcher: str, world_size: int, reuse: str, seed: int, cases: str,
+                  extra: list[str] | None = None) -> str:
+    parts = ["python", "-m", "harness", "run", "--sut", sut, "--launcher", launcher, "--world-size",
+             str(world_size), "--reuse", reuse, "--seed", str(seed), "--cases", cases] + list(extra or [])
+    return " ".join(shlex.quote(p) for p in parts)

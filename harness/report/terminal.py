@@ -1,0 +1,40 @@
+"""The terminal summary: a line per case, the failures in full, the totals and what to run next."""
+
+from __future__ import annotations
+
+import sys
+
+from harness.report.model import RunReport
+
+_MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"}
+
+
+def case_line(case) -> str:
+    extra = f"  [{case.oracle} on ranks {','.join(map(str, case.ranks))}]" if case.oracle else ""
+    reuse = f" reuse={case.reuse_events}" if case.reuse_events else ""
+    return f"{_MARK[case.outcome]:5} {case.name}  ({case.duration_s:.2f}s{reuse}){extra}"
+
+
+def print_summary(report: RunReport, stream=None) -> None:
+    out = stream or sys.stdout
+    d = report.to_dict()
+    failed = [c for c in report.cases if c.outcome in ("failed", "error")]
+    for case in failed:
+        print(f"\n--- {case.name}: {case.outcome} ({case.oracle}) ---", file=out)
+        print(case.detail, file=out)
+        print(f"reproduce: {case.repro}", file=out)
+    t, s = d["totals"], d["summary"]
+    print("", file=out)
+    print(f"stack {report.sut}, launcher {report.launcher}, world size {report.world_size}, seed {report.seed}, "
+          f"reuse {report.reuse}", file=out)
+    print(f"{t['cases']} cases, {t['models_built']} models built, {t['steps_compared']} steps compared bitwise, "
+          f"{t['reuse_events']} reuse events, {t['retention_warnings']} retention warnings", file=out)
+    if t["reuse_events"] == 0 and t["cases"]:
+        print("note: no id was reused in this run, so the id-reuse bug class was not exercised "
+              "(try --reuse symmetric or asymmetric)", file=out)
+    if t["retention_warnings"]:
+        print("note: retention warnings mean registries keep dead models' state alive; --strict makes them failures",
+              file=out)
+    if report.interrupted:
+        print(f"interrupted: {report.interrupted}", file=out)
+    print(f"{s['passed']} passed, {s['failed']} failed, {s['errors']} errors, {s['skipped']} skipped", file=out)

@@ -1,0 +1,228 @@
+"""Run one case in this process, as one rank of a group, with the per-rank oracles.
+
+For each of the case's models: build (counting ids reused from dead objects), K steps each
+compared with the reference bit for bit, destroy, collect, then the hygiene scan and the
+retention measurement. Collectives go through the ledger; the cross-rank and isolation oracles
+compare ledgers and digests afterwards, in the controller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import time
+import traceback
+
+import torch
+
+from harness.case.data import initial_weights, step_grad_output, step_inputs
+from harness.case.spec import CaseSpec
+from harness.idreuse.morgue import MORGUE, ReusePolicy
+from harness.idreuse.tracker import Graveyard, collect, walk_model
+from harness.oracles.findings import Failure
+from harness.oracles.hygiene import stale_ids, survivors
+from harness.oracles.reference import FINAL_FIELDS, compare_states
+from harness.oracles.retention import growth, registry_sizes, retained_state
+from harness.reference import expected_model
+from harness.runner.ledger import LEDGER
+from harness.stacks.protocol import BuildContext
+
+GRAVEYARD = Graveyard()
+
+
+@dataclasses.dataclass
+class RunOptions:
+    run_seed: int = 0
+    reuse: ReusePolicy = dataclasses.field(default_factory=ReusePolicy)
+    strict: bool = False
+    deadline_s: float = 10.0
+    reset_between_cases: bool = False
+    check_reference: bool = True
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["reuse"] = self.reuse.text()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunOptions":
+        d = dict(d)
+        d["reuse"] = ReusePolicy.parse(d.get("reuse", "natural"))
+        return cls(**d)
+
+
+@dataclasses.dataclass
+class RankResult:
+    case: str
+    rank: int
+    failures: list = dataclasses.field(default_factory=list)
+    warnings: list = dataclasses.field(default_factory=list)
+    reuse_events: int = 0
+    reuse_examples: list = dataclasses.field(default_factory=list)
+    steps_compared: int = 0
+    digest: str = ""
+    meta_fingerprints: list = dataclasses.field(default_factory=list)
+    collectives: list = dataclasses.field(default_factory=list)
+    retention: dict = dataclasses.field(default_factory=dict)
+    models_built: int = 0
+    duration_s: float = 0.0
+    phase_s: dict = dataclasses.field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["failures"] = [f.to_dict() if isinstance(f, Failure) else f for f in self.failures]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RankResult":
+        d = dict(d)
+        d["failures"] = [Failure.from_dict(f) for f in d.get("failures", [])]
+        return cls(**d)
+
+
+def _bytes_of(t: torch.Tensor) -> bytes:
+    t = t.detach()
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        t = t.view(torch.uint8)
+    return t.numpy().tobytes()
+
+
+def _hash_state(h, states: dict) -> None:
+    for key in sorted(states):
+        st = states[key]
+        h.update(key.encode())
+        for field in ("amax_history", "scale", "scale_inv", "fp8_bytes", "fp8_scale_inv"):
+            t = getattr(st, field)
+            if t is not None:
+                h.update(_bytes_of(t))
+
+
+def _meta_fingerprint(states: dict) -> str:
+    h = hashlib.sha256()
+    for key in sorted(states):
+        st = states[key]
+        for t in (st.amax_history, st.scale):
+            h.update(_bytes_of(t))
+    return h.hexdigest()[:16]
+
+
+def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, options: RunOptions,
+                 fault_hook=None) -> RankResult:
+    """Run ``case`` on this rank. Never raises for a bug in the stack: that becomes a failure."""
+    result = RankResult(case=case.name, rank=rank)
+    started = time.perf_counter()
+    phases = {"reference": 0.0, "hygiene": 0.0, "stack": 0.0}
+    digest = hashlib.sha256()
+    MORGUE.configure(options.reuse, rank)
+    if options.reset_between_cases:
+        stack.reset()
+    LEDGER.begin_case(case.name)
+    sizes_before = registry_sizes(stack.registries())
+    retained = [0, 0]
+    try:
+        for m in range(case.models):
+            t0 = time.perf_counter()
+            weights = initial_weights(case, m, options.run_seed)
+            ctx = BuildContext(rank=rank, world_size=world_size, group=group, device=torch.device("cpu"),
+                               initial_weights=weights)
+            model = stack.build(case.model, ctx)
+            result.models_built += 1
+            MORGUE.settle()
+            targets = stack.reuse_targets(model)
+            model_objs = stack.model_objects(model) if hasattr(stack, "model_objects") else ()
+            tracked = walk_model(model, model_objs, targets)
+            del model_objs
+            events = GRAVEYARD.reuse_events(tracked)
+            result.reuse_events += len(events)
+            result.reuse_examples += [f"model {m}: {new} took the id of dead {old}" for new, old in events[:4]]
+            phases["stack"] += time.perf_counter() - t0
+            t0 = time.perf_counter()
+            expected = expected_model(case, options.run_seed, world_size, rank, m) if options.check_reference else None
+            phases["reference"] += time.perf_counter() - t0
+            for t in range(case.steps):
+                if fault_hook is not None:
+                    fault_hook(case, rank, m, t)
+                t0 = time.perf_counter()
+                x = step_inputs(case, m, t, rank, options.run_seed)
+                dy = step_grad_output(case, m, t, rank, options.run_seed)
+                stack.forward_backward(model, x, dy)
+                snap = stack.snapshot(model)
+                phases["stack"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                _hash_state(digest, snap)
+                if case.model.recipe.reduce_amax:
+                    result.meta_fingerprints.append(_meta_fingerprint(snap))
+                if expected is not None:
+                    mismatch = compare_states(expected.steps[t], snap)
+                    result.steps_compared += 1
+                    if mismatch and not any(f.oracle == "reference" for f in result.failures):
+                        result.failures.append(Failure("reference", mismatch, rank=rank, step=t, model=m))
+                phases["reference"] += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                stack.optimizer_step(model)
+                phases["stack"] += time.perf_counter() - t0
+            final = stack.final_weights(model)
+            _hash_state(digest, {k: dataclasses.replace(v, amax_history=torch.zeros(0), scale=torch.ones(()),
+                                                        scale_inv=torch.ones(())) for k, v in final.items()})
+            if expected is not None:
+                mismatch = compare_states(expected.final, final, FINAL_FIELDS)
+                if mismatch and not any(f.oracle == "reference" for f in result.failures):
+                    result.failures.append(Failure("reference", f"after the last step: {mismatch}", rank=rank,
+                                                   step=case.steps, model=m))
+            del final, snap, expected
+            # Death of the model: destroy, park the reuse targets, drop every reference, collect.
+            t0 = time.perf_counter()
+            stack.destroy(model)
+            if options.reuse.parks():
+                MORGUE.park(targets)
+            del model, targets
+            collect()
+            parked = MORGUE.parked_ids()
+            dead = GRAVEYARD.bury(tracked, parked)
+            for line in stale_ids(stack.registries(), dead)[:8]:
+                result.failures.append(Failure("hygiene", line, rank=rank, model=m))
+            for line in survivors(tracked, parked)[:8]:
+                result.failures.append(Failure("hygiene", line, rank=rank, model=m))
+            count, nbytes = retained_state(tracked, parked)
+            retained[0] += count
+            retained[1] += nbytes
+            del tracked
+            phases["hygiene"] += time.perf_counter() - t0
+    except Exception as exc:  # a crash of the stack under test is a result, not a harness error
+        result.failures.append(Failure(_classify(exc), f"{type(exc).__name__}: {exc}\n{_short_tb(exc)}", rank=rank))
+    finally:
+        result.collectives = LEDGER.end_case()
+    sizes_after = registry_sizes(stack.registries())
+    grew = growth(sizes_before, sizes_after)
+    result.retention = {"growth": grew, "retained_tensors": retained[0], "retained_bytes": retained[1]}
+    if grew and retained[0]:
+        names = ", ".join(f"{k} +{v['entries']} entries/+{v['bytes']} B" for k, v in grew.items())
+        line = (f"registries grew during the case and keep {retained[0]} tensors ({retained[1]} B) of dead models "
+                f"alive: {names}")
+        if options.strict:
+            result.failures.append(Failure("retention", line, rank=rank))
+        else:
+            result.warnings.append(line)
+    result.digest = digest.hexdigest()[:32]
+    result.duration_s = time.perf_counter() - started
+    result.phase_s = {k: round(v, 6) for k, v in phases.items()}
+    gc.collect()
+    return result
+
+
+def _classify(exc: BaseException) -> str:
+    from harness.errors import DeadlineExceeded
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DeadlineExceeded) or "Timed out" in text or "timed out" in text:
+        return "liveness"
+    if type(exc).__name__ == "BufferIntegrityError":
+        return "buffer-integrity"
+    if "Connection closed by peer" in text or "Connection reset" in text or "doesn't match" in text:
+        return "cross-rank"
+    return "error"
+
+
+def _short_tb(exc: BaseException, limit: int = 8) -> str:
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return "".join(lines[-limit:]).rstrip()

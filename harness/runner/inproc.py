@@ -1,0 +1,58 @@
+"""Many cases in this process, one after another (world size 1), plus the isolation oracle.
+
+Each case: build, steps, destroy, collect, in this process, after every case before it (that is
+the point: TE's tests share a process across cases). Then the same case runs alone in a fresh
+child of a pristine zygote, and the two results must agree.
+"""
+
+from __future__ import annotations
+
+from harness.case.spec import CaseSpec
+from harness.oracles.findings import Failure
+from harness.oracles.isolation import compare_runs
+from harness.report.model import RunReport, repro_command, verdict
+from harness.runner.case_exec import RankResult, execute_case
+from harness.runner.config import RunConfig
+from harness.runner.zygote import Zygote
+from harness.stacks import load_stack
+
+
+def repro_for(cfg: RunConfig, case: CaseSpec) -> str:
+    extra = []
+    if cfg.sut_options.get("inject"):
+        extra += ["--inject", cfg.sut_options["inject"]]
+    return repro_command(sut=cfg.sut, launcher=cfg.launcher, world_size=cfg.world_size,
+                         reuse=cfg.options.reuse.text(), seed=cfg.options.run_seed, cases=case.name, extra=extra)
+
+
+def run_inproc(cfg: RunConfig, on_case=None) -> RunReport:
+    import torch
+
+    torch.set_num_threads(1)   # bit-reproducible GEMMs, and no OpenMP pool across the zygote's fork
+    stack = load_stack(cfg.sut, cfg.sut_options or None)
+    report = RunReport(cfg.sut, "inproc", 1, cfg.options.run_seed, cfg.options.reuse.text())
+    zygote = Zygote().start() if cfg.isolation else None
+    try:
+        for case in cfg.cases:
+            res = execute_case(case, stack, 0, 1, None, cfg.options)
+            failures = list(res.failures)
+            if zygote is not None:
+                answer = zygote.run({"case": case.to_dict(), "sut": cfg.sut, "sut_options": cfg.sut_options,
+                                     "options": cfg.options.to_dict(), "rank": 0, "world_size": 1},
+                                    timeout=cfg.options.deadline_s * 4 + 30)
+                if "ok" in answer:
+                    alone = RankResult.from_dict(answer["ok"])
+                    failures += [Failure("isolation", line, rank=0) for line in compare_runs(res, alone)]
+                else:
+                    failures.append(Failure("isolation", f"the isolated run failed: {answer['error']}", rank=0))
+            report.cases.append(verdict(case.name, failures, reuse_events=res.reuse_events,
+                                        repro=repro_for(cfg, case), warnings=res.warnings,
+                                        steps_compared=res.steps_compared, models_built=res.models_built,
+                                        digest=res.digest, duration_s=res.duration_s))
+            if on_case is not None:
+                on_case(report)
+        report.complete = True
+    finally:
+        if zygote is not None:
+            zygote.close()
+    return report

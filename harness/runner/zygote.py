@@ -1,0 +1,160 @@
+"""A pristine process that forks a fresh child per isolated case run.
+
+``import torch`` alone costs 1.5 to 2 s here, so a fresh interpreter per case would dominate
+the isolation oracle. Instead, right after imports and before any case runs, the runner forks
+a *zygote*; for every isolated run the zygote forks a child, which runs the case with empty
+stack registries (a forked child of a process that never ran a case) and sends the result back
+as JSON. Children run torch single-threaded, so no OpenMP pool crosses a fork.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import struct
+import time
+import traceback
+
+
+def _send(fd: int, obj) -> None:
+    data = json.dumps(obj).encode()
+    os.write(fd, struct.pack("<I", len(data)))
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _recv(fd: int, timeout: float | None = None):
+    def read_exact(n):
+        buf = b""
+        while len(buf) < n:
+            if timeout is not None:
+                r, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+                if not r:
+                    raise TimeoutError("no answer in time")
+            chunk = os.read(fd, n - len(buf))
+            if not chunk:
+                raise EOFError("pipe closed")
+            buf += chunk
+        return buf
+
+    deadline = time.monotonic() + (timeout or 0)
+    (n,) = struct.unpack("<I", read_exact(4))
+    return json.loads(read_exact(n).decode())
+
+
+def _isolated_child(request: dict) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from harness.case.spec import CaseSpec
+    from harness.runner.case_exec import RunOptions, execute_case
+    from harness.stacks import load_stack
+
+    stack = load_stack(request["sut"], request.get("sut_options") or None)
+    stack.reset()
+    case = CaseSpec.from_dict(request["case"])
+    options = RunOptions.from_dict(request["options"])
+    world, rank = request["world_size"], request["rank"]
+    group = None
+    if world > 1:
+        import datetime
+
+        import torch.distributed as dist
+        from harness.runner.ledger import install
+
+        install()
+        store = dist.FileStore(request["store_path"], world)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=options.deadline_s))
+        group = dist.group.WORLD
+    result = execute_case(case, stack, rank, world, group, options)
+    return result.to_dict()
+
+
+class Zygote:
+    def __init__(self):
+        self.pid: int | None = None
+        self._to = self._from = None
+
+    def start(self) -> "Zygote":
+        req_r, req_w = os.pipe()
+        res_r, res_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the zygote
+            os.close(req_w)
+            os.close(res_r)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            code = 0
+            try:
+                self._serve(req_r, res_w)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        os.close(req_r)
+        os.close(res_w)
+        self.pid, self._to, self._from = pid, req_w, res_r
+        return self
+
+    @staticmethod
+    def _serve(req_r: int, res_w: int) -> None:
+        while True:
+            try:
+                request = _recv(req_r)
+            except EOFError:
+                return
+            out_r, out_w = os.pipe()
+            child = os.fork()
+            if child == 0:
+                os.close(out_r)
+                try:
+                    answer = {"ok": _isolated_child(request)}
+                except BaseException as exc:
+                    answer = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"}
+                try:
+                    _send(out_w, answer)
+                finally:
+                    os._exit(0)
+            os.close(out_w)
+            try:
+                answer = _recv(out_r, timeout=request.get("timeout_s", 60))
+            except (TimeoutError, EOFError) as exc:
+                os.kill(child, signal.SIGKILL)
+                answer = {"error": f"isolated run did not answer: {exc}"}
+            os.close(out_r)
+            os.waitpid(child, 0)
+            _send(res_w, answer)
+
+    def run(self, request: dict, timeout: float) -> dict:
+        """Run one isolated case; returns ``{"ok": rank_result_dict}`` or ``{"error": text}``."""
+        request = dict(request, timeout_s=timeout)
+        _send(self._to, request)
+        try:
+            return _recv(self._from, timeout=timeout + 5)
+        except (TimeoutError, EOFError) as exc:
+            return {"error": f"zygote did not answer: {exc}"}
+
+    def close(self) -> None:
+        if self.pid is None:
+            return
+        for fd in (self._to, self._from):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.02)
+        else:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+        self.pid = None

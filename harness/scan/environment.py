@@ -1,0 +1,147 @@
+"""The place the analyzer stands at: module, scope and what the current function has bound
+so far. It answers the :class:`~harness.scan.keys.KeyEnvironment` questions.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Optional
+
+from harness.scan.facts import IDENTITY_HASHED_ANNOTATIONS, Factory, ModuleFacts
+from harness.scan.keys import CollectionFacts, KeyFacts, KeyReader
+from harness.scan.scopes import Binding, Scope
+from harness.scan.syntax import dotted, render
+
+
+@dataclasses.dataclass
+class FlowState:
+    """Names the current function bound to id-derived values, in source order.
+
+    Flow-insensitive beyond order: the last assignment before a use wins, whatever branch it
+    sat in. ``holders`` are names bound to literals (``entry = (obj, meta)``) so that
+    ``d[id(obj)] = entry`` is seen to hold ``obj``.
+    """
+
+    keys: dict[str, KeyFacts] = dataclasses.field(default_factory=dict)
+    collections: dict[str, CollectionFacts] = dataclasses.field(default_factory=dict)
+    holders: dict[str, ast.expr] = dataclasses.field(default_factory=dict)
+
+    def bind(self, name: str, value: Optional[ast.expr], reader: KeyReader) -> None:
+        self.forget(name)
+        if value is None:
+            return
+        facts = reader.key(value)
+        if facts is not None:
+            self.keys[name] = facts
+            return
+        collection = reader.collection(value)
+        if collection is None and isinstance(value, ast.Name):
+            collection = self.collections.get(value.id)
+        if collection is not None:
+            self.collections[name] = collection
+            return
+        if isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            self.holders[name] = value
+
+    def bind_key(self, name: str, facts: KeyFacts) -> None:
+        self.forget(name)
+        self.keys[name] = facts
+
+    def forget(self, name: str) -> None:
+        self.keys.pop(name, None)
+        self.collections.pop(name, None)
+        self.holders.pop(name, None)
+
+
+class Place:
+    """Module, scope and flow state, with a :class:`KeyReader` reading in them."""
+
+    def __init__(self, module: ModuleFacts, scope: Scope, flow: FlowState, factories: dict[str, Factory]):
+        self.module = module
+        self.scope = scope
+        self.flow = flow
+        self.factories = factories
+        self.reader = KeyReader(self)
+
+    def at(self, scope: Scope, flow: Optional[FlowState] = None) -> "Place":
+        return Place(self.module, scope, flow or FlowState(), self.factories)
+
+    # ---- KeyEnvironment ---------------------------------------------------------------
+
+    def id_is_builtin(self) -> bool:
+        binding, owner = self.scope.resolve("id")
+        if binding is Binding.MODULE:
+            return "id" not in self.module.module_scope.assigned
+        return False
+
+    def key_bound_to(self, name: str) -> Optional[KeyFacts]:
+        return self.flow.keys.get(name)
+
+    def collection_bound_to(self, name: str) -> Optional[CollectionFacts]:
+        return self.flow.collections.get(name)
+
+    def key_in_attribute(self, node: ast.Attribute) -> Optional[KeyFacts]:
+        owner = self.method_owner(node.value)
+        if owner is None:
+            return None
+        return self.module.id_attributes.get(f"{owner}.{node.attr}")
+
+    def is_identity_hashed(self, node: ast.expr) -> bool:
+        if not isinstance(node, ast.Name):
+            return False
+        binding, owner = self.scope.resolve(node.id)
+        if owner.bound_param == node.id and binding in (Binding.PARAM, Binding.CLOSURE) and not owner.binds_class:
+            return self.module.identity_hashed_class(owner.class_name)
+        if binding is Binding.PARAM and node.id in owner.annotations:
+            annotation = dotted(owner.annotations[node.id]) or ""
+            tail = annotation.split(".")[-1]
+            return tail in IDENTITY_HASHED_ANNOTATIONS or (
+                tail in self.module.classes and self.module.identity_hashed_class(tail)
+            )
+        if binding is Binding.LOCAL:
+            values = owner.values.get(node.id, [])
+            return bool(values) and all(self._makes_identity_hashed(value) for value in values)
+        return False
+
+    def _makes_identity_hashed(self, value: Optional[ast.expr]) -> bool:
+        if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+            return False
+        name = value.func.id
+        if name == "object":
+            return True
+        return name in self.module.classes and self.module.identity_hashed_class(name)
+
+    def key_from_factory(self, call: ast.Call) -> Optional[KeyFacts]:
+        qualified = self.module.callee_qualname(call, self.scope)
+        factory = self.factories.get(qualified) if qualified else None
+        if factory is None:
+            return None
+        objects = []
+        for param in factory.object_params:
+            argument = _argument_for(call, factory.params, param)
+            if argument is not None:
+                objects.append(argument)
+        return KeyFacts(factory.kind, tuple(objects), f"{render(call)} (returns {factory.returned})")
+
+    # ---- lookups the analyzer shares ---------------------------------------------------
+
+    def method_owner(self, node: ast.expr) -> Optional[str]:
+        """The class name when ``node`` is the bound ``self``/``cls`` of the enclosing method."""
+        if not isinstance(node, ast.Name):
+            return None
+        binding, owner = self.scope.resolve(node.id)
+        if binding in (Binding.PARAM, Binding.CLOSURE) and owner.bound_param == node.id:
+            return owner.class_name
+        return None
+
+
+def _argument_for(call: ast.Call, params: tuple[str, ...], param: str) -> Optional[ast.expr]:
+    for keyword in call.keywords:
+        if keyword.arg == param:
+            return keyword.value
+    index = params.index(param)
+    positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+    if len(positional) == len(call.args) and index < len(positional):
+        return positional[index]
+    return None

@@ -1,0 +1,323 @@
+"""How long a container lives, compared with the objects whose ids it holds.
+
+A container keyed by ``id(obj)`` is a hazard when it can outlive ``obj``: the address is
+then handed to a new object and the stale entry answers for it. This module decides, from
+the source alone, whether a container dies no later than the function that fills it (a local
+that never escapes, a temporary, a copy-protocol memo) or may live on (a module global, a
+class attribute, an attribute of ``self``, a closure variable, anything passed in or
+returned). The analyzer turns the :class:`Verdict` into a finding's severity and reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import enum
+from typing import Optional
+
+from harness.scan.environment import Place
+from harness.scan.scopes import UNTRACKED, Binding, Scope, ScopeKind
+from harness.scan.syntax import callee_name, render, root_of
+
+
+class Lifetime(enum.Enum):
+    TEMPORARY = "temporary"
+    LOCAL = "local"
+    PARAM = "parameter"
+    CLOSURE = "closure"
+    MODULE = "module"
+    CLASS = "class"
+    INSTANCE = "instance"
+    GLOBAL_OBJECT = "global object"
+    RETURNED = "returned"
+    UNKNOWN = "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """Whether a container provably dies with the function, and why (or why not).
+
+    ``identity`` names the container across functions and files (``Class.attr``,
+    ``path::name``) so that reads can be judged by how every store into it behaves.
+    """
+
+    lifetime: Lifetime
+    safe: bool
+    reason: str
+    identity: Optional[str] = None
+
+
+# Calls that build a new container, so a local bound to one starts out private.
+FRESH_CONSTRUCTORS = {
+    "dict", "set", "list", "frozenset", "tuple", "defaultdict", "OrderedDict", "Counter",
+    "deque", "WeakValueDictionary", "WeakKeyDictionary", "WeakSet", "ChainMap", "copy", "deepcopy",
+}
+# Builtins a value flows through unchanged in membership (set(ids) still holds the ids).
+_PASS_THROUGH_CALLS = {"set", "frozenset", "list", "tuple", "dict", "sorted", "reversed", "iter", "enumerate", "zip", "filter", "chain"}
+# Methods of the receiver that return (part of) the receiver's content.
+_FLOWING_METHODS = {"copy", "union", "intersection", "difference", "symmetric_difference", "keys", "values", "items"}
+# Methods that store their argument in the receiver.
+MUTATORS = {"add", "append", "appendleft", "extend", "extendleft", "insert", "update", "setdefault", "__setitem__", "put", "push"}
+# Parameter names and functions of the copy protocol: the memo lives for one copy call.
+_MEMO_PARAMS = {"memo", "_memo", "memodict", "memo_dict"}
+_COPY_PROTOCOL = {"__deepcopy__", "__copy__", "deepcopy", "_deepcopy", "__reduce_ex__"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Destination:
+    """Where a value goes once its expression is evaluated."""
+
+    kind: str  # "temporary", "returned", "stored", "name", "captured"
+    node: ast.AST
+    target: Optional[ast.expr] = None
+    name: str = ""
+
+
+def is_fresh(value: Optional[ast.expr]) -> bool:
+    """Whether ``value`` builds a new container (or is None, a placeholder for one)."""
+    if value is None:
+        return False
+    if isinstance(value, ast.Constant) and value.value is None:
+        return True
+    if isinstance(value, (ast.Dict, ast.Set, ast.List, ast.Tuple, ast.DictComp, ast.SetComp, ast.ListComp, ast.GeneratorExp)):
+        return True
+    if isinstance(value, ast.Call):
+        name = callee_name(value)
+        if isinstance(value.func, ast.Attribute) and name == "copy":
+            return True
+        return name in FRESH_CONSTRUCTORS
+    if isinstance(value, ast.BinOp):
+        return True  # set and dict operators build a new container
+    if isinstance(value, ast.IfExp):
+        return is_fresh(value.body) and is_fresh(value.orelse)
+    if isinstance(value, ast.BoolOp):
+        return all(is_fresh(v) for v in value.values)
+    return False
+
+
+def destinations(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[Destination]:
+    """Follow ``node``'s value outwards through the expressions that pass it on."""
+    current = node
+    while True:
+        parent = parents.get(current)
+        if parent is None:
+            return [Destination("temporary", current)]
+        if isinstance(parent, (ast.BinOp, ast.BoolOp, ast.Starred, ast.Await, ast.Tuple, ast.List, ast.Set, ast.Dict)):
+            current = parent
+            continue
+        if isinstance(parent, ast.IfExp) and current is not parent.test:
+            current = parent
+            continue
+        if isinstance(parent, ast.keyword):
+            current = parent
+            parent = parents.get(parent)
+        if isinstance(parent, ast.Call) and current is not parent.func:
+            name = callee_name(parent)
+            if isinstance(parent.func, ast.Name) and name in _PASS_THROUGH_CALLS:
+                current = parent
+                continue
+            if isinstance(parent.func, ast.Attribute):
+                if name in _FLOWING_METHODS:
+                    current = parent
+                    continue
+                if name in MUTATORS:
+                    return [Destination("stored", parent, target=parent.func.value)]
+            # Passed to a call: the callee uses it for the call; a callee that keeps it is
+            # judged where it stores it, if the callee is scanned too.
+            return [Destination("temporary", parent)]
+        if isinstance(parent, ast.Attribute) and parent.value is current:
+            call = parents.get(parent)
+            if parent.attr in _FLOWING_METHODS and isinstance(call, ast.Call) and call.func is parent:
+                current = call
+                continue
+            return [Destination("temporary", parent)]
+        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and current is parent.value:
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            return [_destination_of_target(target, parent) for target in targets]
+        if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)):
+            return [Destination("returned", parent)]
+        if isinstance(parent, ast.Lambda):
+            return [Destination("returned", parent)]
+        if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) and current is parent.elt:
+            current = parent
+            continue
+        if isinstance(parent, ast.DictComp) and current in (parent.key, parent.value):
+            current = parent
+            continue
+        return [Destination("temporary", parent)]
+
+
+def _destination_of_target(target: ast.expr, statement: ast.AST) -> Destination:
+    if isinstance(target, ast.Name):
+        return Destination("name", statement, target=target, name=target.id)
+    if isinstance(target, ast.Subscript):
+        return Destination("stored", statement, target=target.value)
+    if isinstance(target, ast.Attribute):
+        return Destination("stored", statement, target=target)
+    return Destination("temporary", statement)
+
+
+class LifetimeJudge:
+    """Judges containers and destinations within one module."""
+
+    def __init__(self):
+        self._escapes: dict[tuple[Scope, str], Optional[str]] = {}
+
+    # ---- containers -------------------------------------------------------------------
+
+    def container(self, expr: ast.expr, place: Place, depth: int = 0) -> Verdict:
+        """How long the container ``expr`` (as written at ``place``) lives."""
+        root, parts = root_of(expr)
+        shown = render(expr)
+        if not isinstance(root, ast.Name):
+            if is_fresh(root):
+                return Verdict(Lifetime.TEMPORARY, True, f"{shown} is a temporary built in place")
+            return Verdict(Lifetime.UNKNOWN, False, f"{shown} comes from {render(root)}, whose lifetime cannot be seen here")
+        name = root.id
+        scope = place.scope
+        binding, owner = scope.resolve(name)
+        attribute = parts[0] if parts and parts[0] != "[]" else None
+        if owner.bound_param == name and binding in (Binding.PARAM, Binding.CLOSURE):
+            holder = owner.class_name
+            identity = f"{holder}.{attribute}" if attribute else None
+            if owner.binds_class:
+                return Verdict(Lifetime.CLASS, False, f"class attribute {holder}.{attribute or ''} lives as long as the class", identity)
+            return Verdict(Lifetime.INSTANCE, False, f"{shown} lives as long as the {holder} instance, which can outlive the object", identity)
+        if binding is Binding.MODULE:
+            if attribute and name in place.module.classes:
+                return Verdict(Lifetime.CLASS, False, f"class attribute {name}.{attribute} lives as long as the class", f"{name}.{attribute}")
+            if attribute:
+                return Verdict(Lifetime.GLOBAL_OBJECT, False, f"{shown} belongs to module-level {name}, which lives for the whole process", f"{name}.{attribute}")
+            kind = "module-level" if name in place.module.module_scope.assigned else "global"
+            return Verdict(Lifetime.MODULE, False, f"{kind} {shown} lives for the whole process", f"{place.module.path}::{name}")
+        if binding is Binding.CLASS_BODY:
+            return Verdict(Lifetime.CLASS, False, f"class attribute {scope.name}.{name} lives as long as the class", f"{scope.name}.{name}")
+        if binding is Binding.CLOSURE:
+            return Verdict(Lifetime.CLOSURE, False, f"{shown} is a variable of {owner.name}() captured by {scope.name}(), so it lives as long as that function object")
+        if binding is Binding.PARAM:
+            return self._parameter(name, owner, place, shown, depth)
+        return self._local(name, owner, place, shown, depth)
+
+    def _parameter(self, name: str, scope: Scope, place: Place, shown: str, depth: int) -> Verdict:
+        if name in _MEMO_PARAMS or scope.name in _COPY_PROTOCOL:
+            return Verdict(Lifetime.PARAM, True, f"{shown} is a copy-protocol memo, which lives for one copy call")
+        callers = place.module.call_sites.get(self._qualified(scope), [])
+        if callers and depth < 3:
+            judged = [self._caller_argument(call, caller_scope, scope, name, place, depth) for call, caller_scope in callers]
+            if all(verdict is not None and verdict.safe for verdict in judged):
+                lines = ", ".join(str(call.lineno) for call, _ in callers)
+                return Verdict(Lifetime.PARAM, True, f"parameter {name}: every caller in this file passes a container that dies with it (line {lines})")
+        return Verdict(Lifetime.PARAM, False, f"parameter {shown} is the caller's container, so its lifetime cannot be seen here")
+
+    @staticmethod
+    def _qualified(scope: Scope) -> str:
+        return f"{scope.class_name}.{scope.name}" if scope.class_name else scope.name
+
+    def _caller_argument(self, call: ast.Call, caller_scope: Scope, callee: Scope, param: str, place: Place, depth: int) -> Optional[Verdict]:
+        params = [p for p in callee.params if p != callee.bound_param]
+        argument = None
+        for keyword in call.keywords:
+            if keyword.arg == param:
+                argument = keyword.value
+        if argument is None and param in params:
+            index = params.index(param)
+            if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                argument = call.args[index]
+        if argument is None:
+            return Verdict(Lifetime.TEMPORARY, True, "default")
+        if caller_scope is callee and isinstance(argument, ast.Name) and argument.id == param:
+            return Verdict(Lifetime.PARAM, True, "recursion")
+        return self.container(argument, place.at(caller_scope), depth + 1)
+
+    def _local(self, name: str, scope: Scope, place: Place, shown: str, depth: int) -> Verdict:
+        for value in scope.values.get(name, []):
+            if value is UNTRACKED:
+                return Verdict(Lifetime.UNKNOWN, False, f"{shown}: local {name} is bound by a loop, with or import, so what it refers to cannot be seen here")
+            if is_fresh(value):
+                continue
+            if depth >= 4:
+                return Verdict(Lifetime.UNKNOWN, False, f"{shown}: local {name} refers to {render(value)}")
+            aliased = self.container(value, place.at(scope), depth + 1)
+            if aliased.lifetime in (Lifetime.TEMPORARY, Lifetime.LOCAL) and aliased.safe:
+                continue
+            return Verdict(
+                aliased.lifetime,
+                aliased.safe,
+                f"local {name} refers to {render(value)} (line {value.lineno}): {aliased.reason}",
+                aliased.identity,
+            )
+        escape = self.escape(name, scope, place)
+        if escape is not None:
+            return Verdict(Lifetime.LOCAL, False, f"local {name} escapes {scope.name}(): {escape}")
+        return Verdict(Lifetime.LOCAL, True, f"local {name} dies when {scope.name}() returns", f"{place.module.path}::{scope.qualname}:{name}")
+
+    # ---- escape analysis --------------------------------------------------------------
+
+    def escape(self, name: str, scope: Scope, place: Place, seen: Optional[set] = None) -> Optional[str]:
+        """How the local ``name`` of ``scope`` escapes it, or None when it provably does not."""
+        cache_key = (scope, name)
+        if cache_key in self._escapes:
+            return self._escapes[cache_key]
+        seen = seen if seen is not None else set()
+        if cache_key in seen:
+            return None
+        seen.add(cache_key)
+        reason = self._find_escape(name, scope, place, seen)
+        self._escapes[cache_key] = reason
+        return reason
+
+    def _find_escape(self, name: str, scope: Scope, place: Place, seen: set) -> Optional[str]:
+        parents = place.module.parents
+        for node in ast.walk(scope.node):
+            if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
+                continue
+            if node is scope.node:
+                continue
+            user_scope = place.module.scope_of(node)
+            if user_scope is not scope:
+                if user_scope.kind is ScopeKind.FUNCTION and user_scope.resolve(name)[1] is scope:
+                    return f"captured by {user_scope.name}() at line {node.lineno}"
+                continue
+            for destination in destinations(node, parents):
+                reason = self._destination_escapes(destination, scope, place, seen)
+                if reason is not None:
+                    return reason
+        return None
+
+    def _destination_escapes(self, destination: Destination, scope: Scope, place: Place, seen: set) -> Optional[str]:
+        line = getattr(destination.node, "lineno", "?")
+        if destination.kind == "returned":
+            return f"returned at line {line}"
+        if destination.kind == "stored":
+            verdict = self.container(destination.target, place.at(scope), depth=1)
+            if verdict.safe:
+                return None
+            return f"stored in {render(destination.target)} at line {line} ({verdict.reason})"
+        if destination.kind == "name":
+            binding, owner = scope.resolve(destination.name)
+            if binding in (Binding.LOCAL, Binding.PARAM) and owner is scope:
+                inner = self.escape(destination.name, scope, place, seen)
+                return None if inner is None else f"through {destination.name} (line {line}): {inner}"
+            return f"bound to {binding.value} name {destination.name} at line {line}"
+        return None
+
+    # ---- destinations of values built in place -----------------------------------------
+
+    def destination(self, node: ast.AST, place: Place) -> Verdict:
+        """How long the value that ``node`` builds lives, judged by where it goes."""
+        verdicts = [self._judge_destination(d, place) for d in destinations(node, place.module.parents)]
+        unsafe = [v for v in verdicts if not v.safe]
+        return unsafe[0] if unsafe else verdicts[0]
+
+    def _judge_destination(self, destination: Destination, place: Place) -> Verdict:
+        line = getattr(destination.node, "lineno", "?")
+        if destination.kind == "returned":
+            return Verdict(Lifetime.RETURNED, False, f"it is returned to the caller at line {line}, who may keep it")
+        if destination.kind == "stored":
+            verdict = self.container(destination.target, place)
+            prefix = f"it is stored in {render(destination.target)} (line {line})"
+            return dataclasses.replace(verdict, reason=f"{prefix}: {verdict.reason}")
+        if destination.kind == "name":
+            return self.container(destination.target, place)
+        return Verdict(Lifetime.TEMPORARY, True, "it is a temporary used only within the expression")
+

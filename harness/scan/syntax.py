@@ -1,0 +1,100 @@
+"""Small helpers over Python's ``ast`` that every part of the scan shares."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator, Optional
+
+# Longest rendering of an expression put into a message; longer ones are cut with "...".
+_RENDER_LIMIT = 60
+
+
+def render(node: ast.AST, limit: int = _RENDER_LIMIT) -> str:
+    """Source text of ``node`` on one line, cut to ``limit`` characters."""
+    try:
+        text = ast.unparse(node)
+    except Exception:  # unparse gaps on odd nodes must not stop a scan
+        text = type(node).__name__
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def same_expr(a: ast.AST, b: ast.AST) -> bool:
+    """Whether two expressions are spelled the same (positions ignored)."""
+    return ast.dump(a) == ast.dump(b)
+
+
+def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
+    """Strip attribute and subscript access: ``self.a[k].b`` gives ``(self, ["a", "[]", "b"])``.
+
+    The lifetime of a container reached through attributes and items is, for this scan, the
+    lifetime of its root object.
+    """
+    parts: list[str] = []
+    node = expr
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Subscript):
+            parts.append("[]")
+            node = node.value
+        else:
+            break
+    parts.reverse()
+    return node, parts
+
+
+def callee_name(call: ast.Call) -> Optional[str]:
+    """The last name of the called thing: ``f`` for ``f(...)``, ``m`` for ``a.b.m(...)``."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return None
+
+
+def dotted(expr: ast.expr) -> Optional[str]:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    names: list[str] = []
+    node = expr
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    names.append(node.id)
+    return ".".join(reversed(names))
+
+
+def parent_map(tree: ast.AST) -> dict[ast.AST, ast.AST]:
+    """Every node's parent, for walking from an expression out to the statement using it."""
+    parents: dict[ast.AST, ast.AST] = {}
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[child] = node
+    return parents
+
+
+SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+
+
+def walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node under ``node`` that belongs to its scope: nested defs, lambdas and classes
+    are yielded themselves but not entered."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        yield child
+        if not isinstance(child, SCOPE_NODES):
+            stack.extend(ast.iter_child_nodes(child))
+
+
+def contains_text(haystack: ast.AST, needle: str) -> bool:
+    """Whether ``needle`` appears in the source text of ``haystack``."""
+    try:
+        return needle in ast.unparse(haystack)
+    except Exception:
+        return False

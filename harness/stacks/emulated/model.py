@@ -1,0 +1,64 @@
+"""A model of FP8 Linear layers and its SGD optimizer with fp32 master weights.
+
+Data-parallel gradient sync all-gathers every rank's wgrad and sums them in rank order, so the
+sum is the same on every rank and bit-reproducible (an all-reduce SUM over 4 ranks may add in
+any order). The optimizer step is ``w <- w + (-lr) * grad`` via ``torch.add(alpha=...)``, as
+``torch.optim.SGD`` computes it, then the FP8 weight is re-cast in place.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from harness.stacks.emulated.autocast import fp8_autocast, reduce_backward
+from harness.stacks.emulated.linear import Linear
+
+
+class Model:
+    def __init__(self, layers: list[Linear], recipe, group, lr: float, data_parallel: bool):
+        self.layers = layers
+        self.recipe = recipe
+        self.group = group
+        self.lr = lr
+        self.data_parallel = data_parallel
+        self.master = [l.weight.dequantize().clone() if l.fp8_weight else None for l in layers]
+
+    def forward_backward(self, x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        with fp8_autocast(self.recipe, self.group):
+            for layer in self.layers:
+                x = layer.forward(x)
+        out = x
+        g = dy
+        for layer in reversed(self.layers):
+            g = layer.backward(g)
+        reduce_backward()
+        return out
+
+
+def sync_gradients(model: Model) -> list[torch.Tensor]:
+    """Every rank's wgrad summed in rank order (data-parallel), or the local wgrad."""
+    grads = [layer.wgrad for layer in model.layers]
+    group = model.group
+    if not model.data_parallel or group is None or dist.get_world_size(group) == 1:
+        return grads
+    world = dist.get_world_size(group)
+    summed = []
+    for g in grads:
+        parts = [torch.empty_like(g) for _ in range(world)]
+        dist.all_gather(parts, g.contiguous(), group=group)
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        summed.append(total)
+    return summed
+
+
+def sgd_step(model: Model, master_weights: list[torch.Tensor]) -> None:
+    grads = sync_gradients(model)
+    for i, (layer, grad) in enumerate(zip(model.layers, grads)):
+        master_weights[i] = torch.add(master_weights[i], grad, alpha=-model.lr)
+        if layer.fp8_weight:
+            layer.weight.quantize_(master_weights[i])
+        else:
+            layer.weight = master_weights[i]
