@@ -14,6 +14,7 @@ from harness.report.model import RunReport, repro_command, verdict
 from harness.runner.case_exec import RankResult, execute_case
 from harness.runner.config import RunConfig
 from harness.runner.zygote import Zygote
+from harness.idreuse.tracker import freeze_imports
 from harness.stacks import load_stack
 
 
@@ -31,6 +32,7 @@ def run_inproc(cfg: RunConfig, on_case=None) -> RunReport:
     torch.set_num_threads(1)   # bit-reproducible GEMMs, and no OpenMP pool across the zygote's fork
     stack = load_stack(cfg.sut, cfg.sut_options or None)
     report = RunReport(cfg.sut, "inproc", 1, cfg.options.run_seed, cfg.options.reuse.text())
+    freeze_imports()
     zygote = Zygote().start() if cfg.isolation else None
     try:
         for case in cfg.cases:

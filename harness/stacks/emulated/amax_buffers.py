@@ -41,12 +41,20 @@ class AmaxBuffers:
             contiguous_amax = torch.cat([m.amax_history[0] for m in metas])
             if recipe.reduce_amax and group is not None and dist.get_world_size(group) > 1:
                 dist.all_reduce(contiguous_amax, op=dist.ReduceOp.MAX, group=group)
+            # One fused update over the whole buffer (TE launches one kernel for all of it),
+            # then every meta gets its slice back.
             use_max = recipe.amax_compute_algo.value == "max"
+            history = torch.cat([m.amax_history for m in metas], dim=1)
+            scale = torch.cat([m.scale for m in metas])
+            scale_inv = torch.cat([m.scale_inv for m in metas])
+            scaled_max = torch.cat([m.scaled_max for m in metas])
+            fused_amax_and_scale_update(contiguous_amax, history, scale, scale_inv, scaled_max, use_max)
             offset = 0
             for meta in metas:
                 n = meta.scale.numel()
-                fused_amax_and_scale_update(contiguous_amax[offset:offset + n], meta.amax_history,
-                                            meta.scale, meta.scale_inv, meta.scaled_max, use_max)
+                meta.amax_history.copy_(history[:, offset:offset + n])
+                meta.scale.copy_(scale[offset:offset + n])
+                meta.scale_inv.copy_(scale_inv[offset:offset + n])
                 offset += n
 
     def reset(self) -> None:

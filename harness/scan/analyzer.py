@@ -1,0 +1,533 @@
+"""The analysis walk: find every place a key is made of an object's identity, and judge it.
+
+:class:`ModuleAnalyzer` walks one module in source order, keeping per function the names
+bound to id-derived values (see :class:`~harness.scan.environment.FlowState`). At each sink
+-- a subscript, a dict/set method, a membership test, a dict or set built in place, an
+``lru_cache`` call, an id stored on an attribute -- it records a :class:`Hit` with the
+lifetime verdict of the container. :func:`judge_hits` then turns hits into findings once
+every module has been walked, because a read (``id(x) in registry``) is safe exactly when
+every store into that registry, in any scanned file, keeps its object alive.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Optional
+
+from harness.scan.codes import Code
+from harness.scan.environment import FlowState, Place
+from harness.scan.facts import Factory, ModuleFacts
+from harness.scan.finding import Finding, Severity
+from harness.scan.keys import KeyFacts, KeyKind
+from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
+from harness.scan.syntax import callee_name, dotted, render, root_of, same_expr, walk_same_scope
+
+_READ_METHODS = {"get", "__getitem__"}
+_CONTAINS_METHODS = {"__contains__"}
+_STORE_METHODS = {"setdefault", "__setitem__"}
+_ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
+# Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
+_PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
+
+_CONSEQUENCE = {
+    "store": "when the object dies the entry stays, and a new object that gets the address matches it",
+    "read": "a new object that gets a dead object's address finds the dead object's entry",
+    "saved": "a new object that gets the same address compares equal to the saved id",
+    "cached": "the cache keeps results for dead objects and hands them to new objects at the same address",
+}
+
+
+@dataclasses.dataclass
+class Hit:
+    """One sink, before the whole-scan judgement of reads."""
+
+    module: ModuleFacts
+    node: ast.AST
+    code: Code
+    subject: str
+    kind: str  # "store", "read", "saved", "cached"
+    verdict: Verdict
+    kept_alive: Optional[str] = None
+
+
+def code_for(key: KeyFacts, sink: str) -> Code:
+    """The finding code for an id-derived ``key`` used as a ``sink`` ("mapping", "element",
+    "membership")."""
+    if key.kind is KeyKind.HASH:
+        return Code.KEY_FROM_IDENTITY_HASH
+    if key.kind is KeyKind.COMPOSITE:
+        return Code.KEY_BUILT_FROM_ID
+    return {
+        "mapping": Code.DICT_KEYED_BY_ID,
+        "element": Code.COLLECTION_OF_IDS,
+        "membership": Code.MEMBERSHIP_BY_ID,
+    }[sink]
+
+
+def _holds(value: Optional[ast.expr], obj: ast.expr, flow: FlowState) -> bool:
+    """Whether ``value`` is ``obj`` or a literal (or a name bound to one) containing it."""
+    if value is None:
+        return False
+    if same_expr(value, obj):
+        return True
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return any(_holds(element, obj, flow) for element in value.elts)
+    if isinstance(value, ast.Dict):
+        return any(_holds(part, obj, flow) for part in [*value.keys, *value.values] if part is not None)
+    if isinstance(value, ast.Starred):
+        return _holds(value.value, obj, flow)
+    if isinstance(value, ast.Name) and value.id in flow.holders:
+        return _holds(flow.holders[value.id], obj, flow)
+    return False
+
+
+class ModuleAnalyzer:
+    """Walks one module and collects its :class:`Hit` list."""
+
+    def __init__(self, module: ModuleFacts, factories: dict[str, Factory]):
+        self.module = module
+        self.factories = factories
+        self.judge = LifetimeJudge()
+        self.place = Place(module, module.module_scope, FlowState(), factories)
+        self.hits: list[Hit] = []
+        self._consumed: set[ast.AST] = set()
+
+    @property
+    def reader(self):
+        return self.place.reader
+
+    def run(self) -> list[Hit]:
+        for statement in self.module.tree.body:
+            self.visit(statement)
+        return self.hits
+
+    # ---- walking ----------------------------------------------------------------------
+
+    def visit(self, node: Optional[ast.AST]) -> None:
+        if node is None:
+            return
+        handler = getattr(self, f"visit_{type(node).__name__}", None)
+        if handler is not None:
+            handler(node)
+        else:
+            self.generic_visit(node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            self.visit(child)
+
+    def _in_scope(self, node: ast.AST, body: list) -> None:
+        outer = self.place
+        self.place = outer.at(self.module.scopes[node])
+        try:
+            for child in body:
+                self.visit(child)
+        finally:
+            self.place = outer
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        for decorator in node.decorator_list:
+            self.visit(decorator)
+        self.visit(node.args)
+        self._in_scope(node, node.body)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_arguments(self, node: ast.arguments) -> None:
+        for default in [*node.defaults, *node.kw_defaults]:
+            self.visit(default)
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.args)
+        self._in_scope(node, [node.body])
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        for part in [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]:
+            self.visit(part)
+        self._in_scope(node, node.body)
+
+    # ---- statements that bind names ----------------------------------------------------
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self._assign(target, node.value, node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+            self._assign(node.target, node.value, node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        target = node.target
+        if isinstance(target, ast.Subscript):
+            key = self.reader.key(target.slice)
+            if key is not None:
+                self._store(target, target.value, key, None)
+            self.visit(target.value)
+            self.visit(target.slice)
+        elif isinstance(target, ast.Name):
+            self.place.flow.forget(target.id)
+        else:
+            self.visit(target)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self.place.flow.bind(node.target.id, node.value, self.reader)
+
+    def _assign(self, target: ast.expr, value: Optional[ast.expr], statement: ast.stmt) -> None:
+        if isinstance(target, ast.Name):
+            self._saved_id(target, value, statement)
+            self.place.flow.bind(target.id, value, self.reader)
+        elif isinstance(target, ast.Attribute):
+            self._saved_id(target, value, statement)
+            self.visit(target.value)
+        elif isinstance(target, ast.Subscript):
+            key = self.reader.key(target.slice)
+            if key is not None:
+                self._store(target, target.value, key, value)
+            else:
+                self._saved_id(target, value, statement)
+            self.visit(target.value)
+            self.visit(target.slice)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
+            for index, element in enumerate(target.elts):
+                self._assign(element, values[index] if values else None, statement)
+        elif isinstance(target, ast.Starred):
+            self._assign(target.value, None, statement)
+
+    def visit_For(self, node: ast.For) -> None:
+        self.visit(node.iter)
+        self._bind_loop_target(node.target, node.iter)
+        for statement in [*node.body, *node.orelse]:
+            self.visit(statement)
+
+    visit_AsyncFor = visit_For
+
+    def _bind_loop_target(self, target: ast.expr, iterable: ast.expr) -> None:
+        flow = self.place.flow
+        key_target = target
+        source = self.reader.id_source(iterable)
+        if source is None:
+            mapping = self._mapping_iterated(iterable)
+            if mapping is not None:
+                source = mapping
+                if isinstance(target, ast.Tuple) and target.elts and _is_items_call(iterable):
+                    key_target = target.elts[0]
+        for name_node in ast.walk(target):
+            if isinstance(name_node, ast.Name):
+                flow.forget(name_node.id)
+        if source is not None and isinstance(key_target, ast.Name):
+            flow.bind_key(key_target.id, KeyFacts(source.kind, (), f"{key_target.id} in {render(iterable)}"))
+
+    def _mapping_iterated(self, iterable: ast.expr) -> Optional[KeyFacts]:
+        """The key of an id-keyed dict iterated as ``d``, ``d.keys()`` or ``d.items()``."""
+        node = iterable
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("keys", "items"):
+            node = node.func.value
+        if isinstance(node, ast.Name):
+            bound = self.place.flow.collections.get(node.id)
+            if bound is not None and bound.is_mapping:
+                return bound.element
+        return None
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        self.visit(node.context_expr)
+        if node.optional_vars is not None:
+            for name_node in ast.walk(node.optional_vars):
+                if isinstance(name_node, ast.Name):
+                    self.place.flow.forget(name_node.id)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        # del d[id(x)] prunes; only what the subscripts are made of is walked.
+        for target in node.targets:
+            if isinstance(target, ast.Subscript):
+                self.visit(target.value)
+                self.visit(target.slice)
+            else:
+                self.visit(target)
+
+    # ---- expressions that are sinks -----------------------------------------------------
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if isinstance(node.ctx, ast.Load):
+            key = self.reader.key(node.slice)
+            if key is not None:
+                verdict = self.judge.container(node.value, self.place)
+                self._hit(node, code_for(key, "mapping"), self._subject(node, key), "read", verdict)
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        left = node.left
+        for operator, right in zip(node.ops, node.comparators):
+            if isinstance(operator, (ast.In, ast.NotIn)):
+                key = self.reader.key(left)
+                if key is not None:
+                    verdict = self._membership_container(right)
+                    self._hit(node, code_for(key, "membership"), self._subject(node, key), "read", verdict)
+            left = right
+        self.generic_visit(node)
+
+    def _membership_container(self, container: ast.expr) -> Verdict:
+        if self.reader.collection(container) is not None:
+            return self.judge.destination(container, self.place)
+        return self.judge.container(container, self.place)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        self._method_sink(node)
+        self._cached_call(node)
+        self._creation(node)
+        self.generic_visit(node)
+
+    def _method_sink(self, call: ast.Call) -> None:
+        if not isinstance(call.func, ast.Attribute) or not call.args:
+            return
+        method = call.func.attr
+        receiver = call.func.value
+        if method in _PRUNE_METHODS:
+            return
+        argument = call.args[1] if method == "insert" and len(call.args) > 1 else call.args[0]
+        key = self.reader.key(argument)
+        if key is None:
+            return
+        if method in _READ_METHODS:
+            verdict = self.judge.container(receiver, self.place)
+            self._hit(call, code_for(key, "mapping"), self._subject(call, key), "read", verdict)
+        elif method in _CONTAINS_METHODS:
+            verdict = self.judge.container(receiver, self.place)
+            self._hit(call, code_for(key, "membership"), self._subject(call, key), "read", verdict)
+        elif method in _STORE_METHODS:
+            value = call.args[1] if len(call.args) > 1 else None
+            appended = self._appended_to_result(call)
+            self._store(call, receiver, key, value, also_holding=appended)
+        elif method in _ELEMENT_METHODS or method == "insert":
+            self._store(call, receiver, key, None, sink="element")
+
+    def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
+        """``d.setdefault(id(x), []).append(x)``: the object appended to the entry."""
+        attribute = self.module.parents.get(call)
+        outer = self.module.parents.get(attribute) if attribute is not None else None
+        if (
+            isinstance(attribute, ast.Attribute)
+            and attribute.attr in MUTATORS
+            and isinstance(outer, ast.Call)
+            and outer.func is attribute
+            and outer.args
+        ):
+            return outer.args[0]
+        return None
+
+    def _cached_call(self, call: ast.Call) -> None:
+        qualified = self.module.callee_qualname(call, self.place.scope)
+        if qualified not in self.module.cached_functions:
+            return
+        for argument in [*call.args, *(k.value for k in call.keywords)]:
+            key = self.reader.key(argument)
+            if key is None:
+                continue
+            verdict = Verdict(
+                self.judge.container(call.func, self.place).lifetime,
+                False,
+                f"the functools cache of {qualified}() is keyed by {key.text} and lives as long as the function",
+            )
+            self._hit(call, Code.KEY_BUILT_FROM_ID, render(call), "cached", verdict)
+            return
+
+    def _creation(self, node: ast.expr) -> None:
+        if node in self._consumed:
+            return
+        collection = self.reader.collection(node)
+        if collection is None:
+            return
+        for inner in ast.walk(node):
+            if inner is not node:
+                self._consumed.add(inner)
+        verdict = self.judge.destination(node, self.place)
+        key = collection.element
+        if not collection.is_mapping and not collection.is_set and verdict.safe:
+            return  # a local list of ids is not a registry; it is reported once it escapes
+        sink = "mapping" if collection.is_mapping else "element"
+        kept = None
+        if collection.is_mapping and key.objects and all(_holds(collection.entry_value, obj, self.place.flow) for obj in key.objects):
+            kept = f"each entry holds {render(key.objects[0])} itself, so its id cannot be reused while the entry exists"
+        subject = render(node)
+        self._hit(node, code_for(key, sink), subject, "store", verdict, kept)
+
+    def visit_SetComp(self, node: ast.SetComp) -> None:
+        self._creation(node)
+        self.generic_visit(node)
+
+    visit_ListComp = visit_SetComp
+    visit_DictComp = visit_SetComp
+    visit_Set = visit_SetComp
+    visit_Dict = visit_SetComp
+
+    # ---- recording --------------------------------------------------------------------
+
+    def _store(
+        self,
+        node: ast.AST,
+        container: ast.expr,
+        key: KeyFacts,
+        value: Optional[ast.expr],
+        also_holding: Optional[ast.expr] = None,
+        sink: str = "mapping",
+    ) -> None:
+        verdict = self.judge.container(container, self.place)
+        kept = self._kept_alive(key, container, value, also_holding)
+        self._hit(node, code_for(key, sink), self._subject(node, key), "store", verdict, kept)
+
+    def _saved_id(self, target: ast.expr, value: Optional[ast.expr], statement: ast.stmt) -> None:
+        """``self.owner_id = id(owner)``: an id kept in state that outlives the function."""
+        if value is None or self.reader.collection(value) is not None:
+            return
+        key = self.reader.key(value)
+        if key is None or key.kind is KeyKind.HASH:
+            return
+        if isinstance(target, ast.Name):
+            binding = self.place.scope.resolve(target.id)[0].value
+            if binding not in ("module", "class"):
+                return
+            verdict = self.judge.container(target, self.place)
+        elif isinstance(target, ast.Attribute):
+            verdict = self.judge.container(target, self.place)
+        else:
+            verdict = self.judge.container(target.value, self.place)
+        if verdict.safe:
+            return
+        kept = self._kept_alive(key, target, None, None)
+        self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", "saved", verdict, kept)
+
+    def _hit(self, node, code, subject, kind, verdict, kept=None) -> None:
+        self.hits.append(Hit(self.module, node, code, subject, kind, verdict, kept))
+
+    @staticmethod
+    def _subject(node: ast.AST, key: KeyFacts) -> str:
+        shown = render(node)
+        return shown if key.text in shown else f"{shown} (key {key.text})"
+
+    # ---- what keeps an object alive ----------------------------------------------------
+
+    def _kept_alive(
+        self, key: KeyFacts, container: ast.expr, value: Optional[ast.expr], also_holding: Optional[ast.expr]
+    ) -> Optional[str]:
+        """Why every object of ``key`` outlives the entry, or None when nothing shows it."""
+        if not key.objects:
+            return None
+        flow = self.place.flow
+        reasons = []
+        for obj in key.objects:
+            shown = render(obj)
+            if _holds(value, obj, flow) or _holds(also_holding, obj, flow):
+                reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
+                continue
+            finalizer = self._finalizer_pruning(obj, container)
+            if finalizer is not None:
+                reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
+                continue
+            sibling = self._sibling_holder(obj, container)
+            if sibling is not None:
+                reasons.append(sibling)
+                continue
+            return None
+        return "; ".join(dict.fromkeys(reasons))
+
+    def _function_nodes(self) -> list[ast.AST]:
+        scope = self.place.scope
+        return list(walk_same_scope(scope.node))
+
+    def _finalizer_pruning(self, obj: ast.expr, container: ast.expr) -> Optional[int]:
+        """The line of a ``weakref.finalize(obj, ...)`` (or ``weakref.ref(obj, callback)``)
+        in this function whose callback mentions the container."""
+        root, parts = root_of(container)
+        tail = next((part for part in reversed(parts) if part != "[]"), None) or (root.id if isinstance(root, ast.Name) else None)
+        if tail is None:
+            return None
+        for node in self._function_nodes():
+            if not isinstance(node, ast.Call) or len(node.args) < 2 or not same_expr(node.args[0], obj):
+                continue
+            name = dotted(node.func) or ""
+            if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
+                continue
+            rest = [*node.args[1:], *(k.value for k in node.keywords)]
+            if any(tail in render(part, limit=10_000) for part in rest):
+                return node.lineno
+            if any(self._callback_mentions(part, tail) for part in rest):
+                return node.lineno
+        return None
+
+    def _callback_mentions(self, callback: ast.expr, tail: str) -> bool:
+        """A function of this module passed as callback whose body names the container."""
+        name = None
+        if isinstance(callback, ast.Name):
+            name = callback.id
+        elif isinstance(callback, ast.Attribute) and self.place.method_owner(callback.value):
+            name = f"{self.place.method_owner(callback.value)}.{callback.attr}"
+        function = self.module.functions.get(name) if name else None
+        return function is not None and tail in render(function, limit=1_000_000)
+
+    def _sibling_holder(self, obj: ast.expr, container: ast.expr) -> Optional[str]:
+        """Another store in this function, into state with the same root (``self``, ``cls``,
+        the same global), that holds the object: the state keeps it alive with the key."""
+        root, _ = root_of(container)
+        if not isinstance(root, ast.Name):
+            return None
+        flow = self.place.flow
+        for node in self._function_nodes():
+            targets: list[tuple[ast.expr, Optional[ast.expr]]] = []
+            if isinstance(node, ast.Assign):
+                targets = [(target, node.value) for target in node.targets]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and node.args:
+                targets = [(node.func.value, node.args[-1])]
+            for target, value in targets:
+                if isinstance(target, ast.Name):
+                    continue
+                holder_root, _ = root_of(target)
+                if isinstance(holder_root, ast.Name) and holder_root.id == root.id and _holds(value, obj, flow):
+                    if same_expr(target, container):
+                        continue
+                    return f"{render(target)} also holds {render(obj)} (line {node.lineno}), with the same lifetime as the key"
+        return None
+
+
+def _is_items_call(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "items"
+
+
+def judge_hits(hits: list[Hit], source_lines: dict[str, list[str]]) -> list[Finding]:
+    """Findings from every module's hits, judging reads by every store into the same state."""
+    stores: dict[str, list[bool]] = {}
+    for hit in hits:
+        if hit.kind == "store" and hit.verdict.identity:
+            stores.setdefault(hit.verdict.identity, []).append(hit.kept_alive is not None or hit.verdict.safe)
+    findings = []
+    for hit in hits:
+        severity, reason = _severity(hit, stores)
+        line = getattr(hit.node, "lineno", 1)
+        col = getattr(hit.node, "col_offset", 0) + 1
+        lines = source_lines.get(hit.module.path, [])
+        snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        findings.append(Finding(hit.module.path, line, col, hit.code, severity, f"{hit.subject}: {reason}", snippet))
+    return findings
+
+
+def _severity(hit: Hit, stores: dict[str, list[bool]]) -> tuple[Severity, str]:
+    if hit.kept_alive:
+        return Severity.SAFE, hit.kept_alive
+    if hit.verdict.safe:
+        return Severity.SAFE, hit.verdict.reason
+    identity = hit.verdict.identity
+    if hit.kind == "read" and identity and stores.get(identity) and all(stores[identity]):
+        return Severity.SAFE, f"every store into {identity} in the scanned files keeps its object alive"
+    return Severity.HAZARD, f"{hit.verdict.reason}; {_CONSEQUENCE[hit.kind]}"
+
+
+def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> list[Hit]:
+    hits: list[Hit] = []
+    for module in modules:
+        hits.extend(ModuleAnalyzer(module, factories).run())
+    return hits
+
