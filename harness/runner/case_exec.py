@@ -141,6 +141,7 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
             expected = expected_model(case, options.run_seed, world_size, rank, m) if options.check_reference else None
             phases["reference"] += time.perf_counter() - t0
             for t in range(case.steps):
+                LEDGER.progress()
                 if fault_hook is not None:
                     fault_hook(case, rank, m, t)
                 t0 = time.perf_counter()

@@ -74,6 +74,12 @@ class Ledger:
         self._file = None
         self._lock = threading.Lock()
         self._seq = 0
+        self.on_progress = None
+
+    def progress(self) -> None:
+        """Tell the rank's watchdog that the case moves (a step started, a collective returned)."""
+        if self.on_progress is not None:
+            self.on_progress()
 
     def open(self, path: str | None) -> None:
         if self._file is not None:
@@ -134,11 +140,13 @@ def install() -> Ledger:
                 @functools.wraps(original)
                 def wrapper(*args, **kwargs):
                     entry = LEDGER.record(name, args, kwargs)
+                    LEDGER.progress()
                     LEDGER.in_flight = entry
                     try:
                         return original(*args, **kwargs)
                     finally:
                         LEDGER.in_flight = None
+                        LEDGER.progress()
                 wrapper._ledger_wrapped = True
                 return wrapper
 

@@ -1,0 +1,40 @@
+"""Cross-rank agreement: the same collectives in the same order from the same call sites on every
+rank, and identical all-reduced scales.
+"""
+
+from __future__ import annotations
+
+from harness.runner.ledger import format_entry, signature
+
+
+def first_divergence(ledgers: dict[int, list[dict]]) -> str | None:
+    """None when every rank's ledger matches rank-by-rank, else the first divergent collective."""
+    ranks = sorted(ledgers)
+    if len(ranks) < 2:
+        return None
+    length = max(len(ledgers[r]) for r in ranks)
+    for k in range(length):
+        entries = {r: (ledgers[r][k] if k < len(ledgers[r]) else None) for r in ranks}
+        sigs = {r: (signature(e) if e is not None else None) for r, e in entries.items()}
+        if len(set(sigs.values())) > 1:
+            lines = [f"first divergent collective is #{k}:"]
+            for r in ranks:
+                lines.append(f"  rank {r}: {format_entry(entries[r])}")
+            counts = ", ".join(f"rank {r}: {len(ledgers[r])}" for r in ranks)
+            lines.append(f"  collectives issued in this case: {counts}")
+            return "\n".join(lines)
+    return None
+
+
+def scale_disagreement(fingerprints: dict[int, list[str]]) -> str | None:
+    """All-reduced metas must be identical on every rank after every step."""
+    ranks = sorted(fingerprints)
+    if len(ranks) < 2:
+        return None
+    steps = min(len(v) for v in fingerprints.values())
+    for t in range(steps):
+        values = {r: fingerprints[r][t] for r in ranks}
+        if len(set(values.values())) > 1:
+            return (f"all-reduced amax histories and scales differ between ranks after step {t} "
+                    f"(fingerprints {', '.join(f'rank {r}: {v}' for r, v in values.items())})")
+    return None

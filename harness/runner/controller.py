@@ -1,0 +1,425 @@
+"""The controller: persistent rank groups, one case at a time, with recycling on failure.
+
+A :class:`RankGroup` is W worker processes started by a launcher (spawn, torchrun, mpirun),
+each connected back over a Unix socket in a private temp folder (so rendezvous never collides
+between concurrent runs or ``pytest -n`` workers). Reader threads only put messages on a queue;
+the main thread reads with a timeout and decides.
+
+Every case's verdict is agreed out of band: each rank sends its own result to the controller,
+never through a collective that may be the broken thing. A case that crashes a rank or hangs
+gets every rank's Python stack (SIGUSR1 -> faulthandler), the ledgers are compared to find the
+first divergent collective, and the group is torn down (terminate, then kill, each bounded)
+and replaced by a fresh one for the next case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import queue
+import secrets
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from multiprocessing.connection import Listener
+
+from harness.errors import HarnessError, SetupError
+from harness.oracles.crossrank import first_divergence, scale_disagreement
+from harness.oracles.findings import Failure
+from harness.oracles.isolation import compare_runs
+from harness.report.model import RunReport, verdict
+from harness.runner import messages as msg
+from harness.runner.case_exec import RankResult
+from harness.runner.config import RunConfig
+from harness.runner.launchers import get_launcher
+
+STARTUP_TIMEOUT_S = 90.0
+GRACE_S = 5.0          # how long the other ranks get once one rank has answered or stalled
+SHM_PREFIX = "fp8h-"
+
+
+class GroupBroken(HarnessError):
+    pass
+
+
+@dataclasses.dataclass
+class CaseOutcome:
+    results: dict            # rank -> RankResult
+    failures: list           # group-level failures (liveness, crashes)
+    broken: bool             # the group must be recycled
+    artifacts: dict = dataclasses.field(default_factory=dict)
+
+
+class RankGroup:
+    def __init__(self, cfg: RunConfig, generation: int = 0):
+        self.cfg = cfg
+        self.world = cfg.world_size
+        self.generation = generation
+        self.run_dir = tempfile.mkdtemp(prefix=f"{SHM_PREFIX}run-")
+        self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
+        self.events: queue.Queue = queue.Queue()
+        self.conns: dict[int, object] = {}
+        self.pids: dict[int, int] = {}
+        self.procs = None
+        self._listener = None
+        self._stopped = False
+
+    # --- start ------------------------------------------------------------------------------
+    def start(self) -> "RankGroup":
+        launcher = get_launcher(self.cfg.launcher)
+        launcher.check()
+        authkey = secrets.token_bytes(16)
+        address = os.path.join(self.run_dir, "ctl.sock")
+        self._listener = Listener(address=address, family="AF_UNIX", authkey=authkey)
+        env = dict(os.environ)
+        env.update({
+            "HARNESS_WORKER": "1", "HARNESS_LAUNCHER": self.cfg.launcher, "HARNESS_CONTROLLER": address,
+            "HARNESS_AUTHKEY": authkey.hex(), "HARNESS_CONTROLLER_PID": str(os.getpid()),
+            "HARNESS_RUN_DIR": self.run_dir, "HARNESS_SUT": self.cfg.sut,
+            "HARNESS_DEADLINE": str(self.cfg.options.deadline_s), "HARNESS_SHM_PREFIX": self.shm_prefix,
+            "PYTHONUNBUFFERED": "1",
+        })
+        if self.cfg.sut_options.get("inject"):
+            env["HARNESS_INJECT"] = self.cfg.sut_options["inject"]
+        self.procs = launcher.start(self.world, env, self.run_dir)
+        threading.Thread(target=self._accept_loop, daemon=True, name="harness-accept").start()
+        hello, ready = set(), set()
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while len(ready) < self.world:
+            try:
+                kind, rank, m = self.events.get(timeout=0.5)
+            except queue.Empty:
+                if not self.procs.alive():
+                    self.stop()
+                    raise SetupError(f"the {self.cfg.launcher} rank group exited during start-up:\n{self._log_tail()}")
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise SetupError(f"the {self.cfg.launcher} rank group did not start within {STARTUP_TIMEOUT_S:.0f} s:"
+                                     f"\n{self._log_tail()}")
+                continue
+            if kind == "msg" and isinstance(m, msg.Hello):
+                if m.world_size != self.world:
+                    self.stop()
+                    raise SetupError(f"rank {m.rank} reports world size {m.world_size}, expected {self.world}")
+                self.pids[m.rank] = m.pid
+                hello.add(m.rank)
+            elif kind == "msg" and isinstance(m, msg.Ready):
+                ready.add(m.rank)
+            elif kind == "eof":
+                self.stop()
+                raise SetupError(f"rank {rank} exited during start-up:\n{self._log_tail()}")
+        return self
+
+    def _accept_loop(self) -> None:
+        while len(self.conns) < self.world:
+            try:
+                conn = self._listener.accept()
+            except (OSError, EOFError):
+                return
+            try:
+                first = msg.decode(conn.recv_bytes())
+            except (EOFError, OSError, HarnessError):
+                continue
+            rank = first.rank
+            self.conns[rank] = conn
+            self.events.put(("msg", rank, first))
+            threading.Thread(target=self._read_loop, args=(rank, conn), daemon=True,
+                             name=f"harness-read-r{rank}").start()
+
+    def _read_loop(self, rank: int, conn) -> None:
+        while True:
+            try:
+                data = conn.recv_bytes()
+            except (EOFError, OSError):
+                self.events.put(("eof", rank, None))
+                return
+            try:
+                self.events.put(("msg", rank, msg.decode(data)))
+            except HarnessError as exc:
+                self.events.put(("bad", rank, str(exc)))
+
+    # --- running ----------------------------------------------------------------------------
+    def _send_all(self, m) -> None:
+        for rank in range(self.world):
+            try:
+                self.conns[rank].send_bytes(msg.encode(m))
+            except (OSError, KeyError) as exc:
+                raise GroupBroken(f"cannot reach rank {rank}: {exc}") from None
+
+    def run_case(self, index: int, case, options) -> CaseOutcome:
+        return self._collect(index, msg.RunCase(index, case.to_dict(), options.to_dict()), case.name, isolated=False)
+
+    def run_isolated(self, index: int, case, options) -> CaseOutcome:
+        store = os.path.join(self.run_dir, f"iso-store-{index}")
+        return self._collect(index, msg.RunIsolated(index, case.to_dict(), options.to_dict(), store), case.name,
+                             isolated=True)
+
+    def _collect(self, index: int, m, case_name: str, isolated: bool) -> CaseOutcome:
+        deadline_s = self.cfg.options.deadline_s
+        stack_offsets = self._stack_offsets()
+        try:
+            self._send_all(m)
+        except GroupBroken as exc:
+            return CaseOutcome({}, [Failure("liveness", str(exc))], True)
+        results: dict[int, RankResult] = {}
+        dead: dict[int, str] = {}
+        stalled: dict[int, str] = {}
+        first_answer_at = None
+        hard_deadline = time.monotonic() + max(120.0, deadline_s * 20)
+        while len(results) + len(dead) < self.world:
+            now = time.monotonic()
+            if first_answer_at is not None and now > first_answer_at + deadline_s + GRACE_S:
+                break
+            if now > hard_deadline:
+                break
+            try:
+                kind, rank, body = self.events.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            if kind == "eof":
+                if rank not in results:
+                    dead[rank] = self._exit_description(rank)
+                first_answer_at = first_answer_at or time.monotonic()
+            elif kind == "bad":
+                dead[rank] = f"sent an unreadable message: {body}"
+            elif isinstance(body, msg.CaseDone) and body.index == index and body.isolated == isolated:
+                results[rank] = RankResult.from_dict(body.result)
+                first_answer_at = first_answer_at or time.monotonic()
+            elif isinstance(body, msg.Stalled):
+                stalled[rank] = (f"made no progress for {body.seconds:.1f} s"
+                                 + (f" inside {body.in_flight['op']} #{body.in_flight['seq']}" if body.in_flight else ""))
+                first_answer_at = first_answer_at or time.monotonic()
+        missing = [r for r in range(self.world) if r not in results and r not in dead]
+        failures: list[Failure] = []
+        if not dead and not missing:
+            return CaseOutcome(results, failures, False)
+        # Something died or hung: stacks from every live rank, the ledgers, then recycle.
+        stacks = self._dump_stacks(stack_offsets)
+        ledgers = self._read_ledgers(case_name)
+        divergence = first_divergence(ledgers)
+        for rank, why in sorted(dead.items()):
+            failures.append(Failure("liveness", f"rank {rank} died while running the case: {why}", rank=rank))
+        for rank in missing:
+            why = stalled.get(rank, f"did not answer within the deadline ({deadline_s:g} s) + {GRACE_S:g} s")
+            failures.append(Failure("liveness", f"rank {rank} hung: {why}", rank=rank))
+        if divergence:
+            failures.append(Failure("cross-rank", divergence))
+        in_flight = {r: (ledgers.get(r) or [None])[-1] for r in range(self.world)}
+        stack_text = "\n".join(f"--- rank {r} Python stacks ---\n{stacks.get(r, '(no stack: process gone)')}"
+                               for r in range(self.world))
+        failures.append(Failure("liveness", "last collective per rank: " + "; ".join(
+            f"rank {r}: {_fmt(in_flight[r])}" for r in range(self.world)) + "\n" + stack_text))
+        return CaseOutcome(results, failures, True, {"stacks": stacks})
+
+    # --- diagnostics ------------------------------------------------------------------------
+    def _exit_description(self, rank: int) -> str:
+        pid = self.pids.get(rank)
+        if self.cfg.launcher == "spawn" and self.procs is not None:
+            deadline = time.monotonic() + 2
+            proc = self.procs.procs[rank]
+            while proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            code = proc.poll()
+            if code is not None and code < 0:
+                return f"killed by signal {signal.Signals(-code).name} (pid {pid})"
+            if code is not None:
+                return f"exited with code {code} (pid {pid})"
+        return f"its connection closed (pid {pid})"
+
+    def _stack_offsets(self) -> dict[int, int]:
+        out = {}
+        for r in range(self.world):
+            path = os.path.join(self.run_dir, f"stacks-r{r}.txt")
+            out[r] = os.path.getsize(path) if os.path.exists(path) else 0
+        return out
+
+    def _dump_stacks(self, offsets: dict[int, int]) -> dict[int, str]:
+        for rank, pid in self.pids.items():
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
+        stacks = {}
+        deadline = time.monotonic() + 2.0
+        for r in range(self.world):
+            path = os.path.join(self.run_dir, f"stacks-r{r}.txt")
+            text = ""
+            # faulthandler writes from a signal handler; poll the file until the dump is complete.
+            while time.monotonic() < deadline:
+                if os.path.exists(path):
+                    with open(path) as fh:
+                        fh.seek(offsets.get(r, 0))
+                        text = fh.read()
+                    if text.rstrip().endswith(")") or "File" in text and text.endswith("\n\n"):
+                        break
+                    if text and self._pid_gone(r):
+                        break
+                if self._pid_gone(r):
+                    break
+                time.sleep(0.05)
+            if text.strip():
+                stacks[r] = text.strip()
+        return stacks
+
+    def _pid_gone(self, rank: int) -> bool:
+        pid = self.pids.get(rank)
+        if pid is None:
+            return True
+        try:
+            os.kill(pid, 0)
+            return False
+        except ProcessLookupError:
+            return True
+
+    def _read_ledgers(self, case_name: str) -> dict[int, list[dict]]:
+        ledgers = {}
+        for r in range(self.world):
+            path = os.path.join(self.run_dir, f"ledger-r{r}.jsonl")
+            entries: list[dict] = []
+            if os.path.exists(path):
+                with open(path) as fh:
+                    for line in fh:
+                        try:
+                            obj = json.loads(line)
+                        except json.JSONDecodeError:
+                            continue
+                        if obj.get("begin") == case_name:
+                            entries = []
+                        elif "seq" in obj:
+                            entries.append(obj)
+            ledgers[r] = entries
+        return ledgers
+
+    def _log_tail(self, lines: int = 15) -> str:
+        out = []
+        for path in (self.procs.log_paths if self.procs else []):
+            try:
+                with open(path, errors="replace") as fh:
+                    out.append(f"[{os.path.basename(path)}] " + "".join(fh.readlines()[-lines:]))
+            except OSError:
+                pass
+        return "\n".join(out)
+
+    # --- stop -------------------------------------------------------------------------------
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for conn in self.conns.values():
+            try:
+                conn.send_bytes(msg.encode(msg.Shutdown()))
+            except OSError:
+                pass
+        if self.procs is not None:
+            deadline = time.monotonic() + 3
+            while self.procs.alive() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.procs.stop()
+        for conn in self.conns.values():
+            try:
+                conn.close()
+            except OSError:
+                pass
+        if self._listener is not None:
+            try:
+                self._listener.close()
+            except OSError:
+                pass
+        from harness.runner.cleanup import unlink_shm_prefix
+        unlink_shm_prefix(self.shm_prefix)
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def _fmt(entry) -> str:
+    from harness.runner.ledger import format_entry
+    return format_entry(entry) if entry else "(none)"
+
+
+class Interrupted(BaseException):
+    """SIGTERM or SIGINT reached the controller: stop, write what was gathered."""
+
+
+def _install_signal_handlers():
+    def handler(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, handler)
+    return previous
+
+
+def judge(case, results: dict, group_failures: list, isolated: dict | None, world: int) -> list[Failure]:
+    failures = list(group_failures)
+    for r in sorted(results):
+        failures += results[r].failures
+    if len(results) == world and not any(f.oracle == "cross-rank" for f in failures):
+        divergence = first_divergence({r: results[r].collectives for r in results})
+        if divergence:
+            failures.append(Failure("cross-rank", divergence))
+        elif case.model.recipe.reduce_amax:
+            text = scale_disagreement({r: results[r].meta_fingerprints for r in results})
+            if text:
+                failures.append(Failure("cross-rank", text))
+    if isolated:
+        for r in sorted(results):
+            alone = isolated.get(r)
+            if alone is None:
+                continue
+            failures += [Failure("isolation", line, rank=r) for line in compare_runs(results[r], alone)]
+    return failures
+
+
+def run_controlled(cfg: RunConfig, on_case=None) -> RunReport:
+    from harness.runner.inproc import repro_for
+
+    report = RunReport(cfg.sut, cfg.launcher, cfg.world_size, cfg.options.run_seed, cfg.options.reuse.text())
+    previous = _install_signal_handlers()
+    group: RankGroup | None = None
+    start_failures = 0
+    try:
+        for index, case in enumerate(cfg.cases):
+            if group is None:
+                try:
+                    group = RankGroup(cfg, generation=start_failures).start()
+                    start_failures = 0
+                except SetupError:
+                    start_failures += 1
+                    if start_failures >= 3:
+                        raise
+                    group = RankGroup(cfg).start()
+            outcome = group.run_case(index, case, cfg.options)
+            isolated = None
+            if cfg.isolation and not outcome.broken:
+                iso = group.run_isolated(index, case, cfg.options)
+                if iso.broken:
+                    outcome.failures.append(Failure("isolation", "the isolated run of this case broke its group:\n"
+                                                    + "\n".join(f.line() for f in iso.failures)))
+                    outcome.broken = True
+                isolated = iso.results
+            failures = judge(case, outcome.results, outcome.failures, isolated, cfg.world_size)
+            res = list(outcome.results.values())
+            report.cases.append(verdict(
+                case.name, failures, reuse_events=sum(r.reuse_events for r in res), repro=repro_for(cfg, case),
+                warnings=sorted({w for r in res for w in r.warnings}),
+                steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),
+                digest=(res[0].digest if res else ""), duration_s=max([r.duration_s for r in res] or [0.0]),
+                artifacts=outcome.artifacts))
+            if on_case is not None:
+                on_case(report)
+            if outcome.broken:
+                group.stop()
+                group = None
+        report.complete = True
+    except Interrupted as exc:
+        report.interrupted = f"controller received {exc.args[0]}"
+    finally:
+        if group is not None:
+            group.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return report

@@ -1,0 +1,33 @@
+"""Ranks started by ``torchrun --standalone`` (its rendezvous binds a port the OS chooses)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from harness.errors import SetupError
+from harness.runner.launchers.protocol import WORKER_MODULE, GroupProcesses, python
+
+
+def torchrun_path() -> str | None:
+    beside = os.path.join(os.path.dirname(python()), "torchrun")
+    return beside if os.path.exists(beside) else shutil.which("torchrun")
+
+
+class TorchrunLauncher:
+    name = "torchrun"
+
+    def check(self) -> None:
+        if torchrun_path() is None:
+            raise SetupError("--launcher torchrun: no torchrun beside this Python or on PATH (it ships with torch)")
+
+    def start(self, world_size: int, env: dict, run_dir: str) -> GroupProcesses:
+        self.check()
+        log = os.path.join(run_dir, "torchrun.log")
+        cmd = [torchrun_path(), "--standalone", "--nnodes", "1", "--nproc-per-node", str(world_size),
+               "--max-restarts", "0", "-m", WORKER_MODULE]
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(cmd, env=dict(env, OMP_NUM_THREADS="1"), stdout=fh, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+        return GroupProcesses([proc], [log])

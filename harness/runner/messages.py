@@ -1,0 +1,86 @@
+"""Messages between the controller and its ranks: one dataclass per kind, plain data only.
+
+Every message carries the protocol version; a mismatch is refused with a clear error. Each is
+sent as JSON over a ``multiprocessing.connection`` with an authkey.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from harness.errors import HarnessError
+
+VERSION = 1
+
+
+@dataclasses.dataclass
+class Hello:            # rank -> controller, once connected
+    rank: int
+    world_size: int
+    pid: int
+
+
+@dataclasses.dataclass
+class Ready:            # rank -> controller, once its process group is up
+    rank: int
+
+
+@dataclasses.dataclass
+class RunCase:          # controller -> every rank
+    index: int
+    case: dict
+    options: dict
+
+
+@dataclasses.dataclass
+class RunIsolated:      # controller -> every rank: run the case alone, in a fresh child and group
+    index: int
+    case: dict
+    options: dict
+    store_path: str
+
+
+@dataclasses.dataclass
+class CaseDone:         # rank -> controller
+    index: int
+    rank: int
+    result: dict
+    isolated: bool = False
+
+
+@dataclasses.dataclass
+class Stalled:          # rank -> controller: the rank's watchdog saw no progress for too long
+    rank: int
+    seconds: float
+    in_flight: dict | None
+
+
+@dataclasses.dataclass
+class Shutdown:         # controller -> every rank
+    pass
+
+
+KINDS = {cls.__name__: cls for cls in (Hello, Ready, RunCase, RunIsolated, CaseDone, Stalled, Shutdown)}
+
+
+class ProtocolError(HarnessError):
+    pass
+
+
+def encode(msg) -> bytes:
+    kind = type(msg).__name__
+    if kind not in KINDS:
+        raise ProtocolError(f"can't send a {kind}: not a message kind")
+    return json.dumps({"v": VERSION, "kind": kind, "body": dataclasses.asdict(msg)}).encode()
+
+
+def decode(data: bytes):
+    obj = json.loads(data.decode())
+    if obj.get("v") != VERSION:
+        raise ProtocolError(f"message protocol version {obj.get('v')} received, {VERSION} expected: "
+                            f"controller and ranks run different harness versions")
+    cls = KINDS.get(obj.get("kind"))
+    if cls is None:
+        raise ProtocolError(f"unknown message kind {obj.get('kind')!r}")
+    return cls(**obj["body"])

@@ -1,0 +1,50 @@
+"""``python -m harness scan PATH...``: the command line of the id-hazard scan.
+
+Exit status: 0 when nothing fails the scan (no findings, or only safe ones), 1 when a hazard
+is found or a file could not be checked, 2 on bad input (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional
+
+from harness.errors import UsageError
+from harness.scan.finding import Severity
+from harness.scan.report import format_json, format_text
+from harness.scan.scanner import scan_paths
+
+PROG = "python -m harness scan"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Find state keyed by the id() of objects that can die (static; nothing is imported).",
+        epilog="Suppress a finding with '# id-hazard: ok(<reason>)' on its line.",
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (searched for *.py)")
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    parser.add_argument("--hazards-only", action="store_true", help="leave safe findings out of the output")
+    return parser
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = scan_paths(args.paths)
+    except UsageError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2
+    shown = [f for f in result.findings if not (args.hazards_only and f.severity is Severity.SAFE)]
+    if args.format == "json":
+        sys.stdout.write(format_json(shown))
+    else:
+        sys.stdout.write(format_text(shown))
+        print(
+            f"{result.count(Severity.HAZARD)} hazard(s), {result.count(Severity.ERROR)} error(s), "
+            f"{result.count(Severity.SAFE)} safe, {result.suppressed} suppressed in {result.files_scanned} file(s)",
+            file=sys.stderr,
+        )
+    return 1 if result.failed else 0

@@ -1,0 +1,149 @@
+"""Scan files and directories: find the Python files, parse them, analyze them together,
+apply suppressions. The one entry point the CLI and tests call is :func:`scan_paths`.
+
+Files are parsed, never imported: nothing of the scanned code runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+import os
+import tokenize
+from typing import Iterable
+
+from harness.errors import UsageError
+from harness.scan.analyzer import analyze, judge_hits
+from harness.scan.codes import Code
+from harness.scan.environment import Place
+from harness.scan.facts import ModuleFacts, find_factories, find_id_attributes
+from harness.scan.finding import Finding, Severity
+from harness.scan.suppression import read_suppressions
+
+# Directories never entered when a directory is scanned: caches, virtual environments and
+# version-control data are not the project's code.
+_SKIPPED_DIRECTORIES = {"__pycache__", "node_modules", "site-packages"}
+
+
+@dataclasses.dataclass
+class ScanResult:
+    """Everything one scan found; ``findings`` are sorted and already exclude suppressed ones."""
+
+    findings: list[Finding]
+    files_scanned: int
+    suppressed: int
+
+    @property
+    def failed(self) -> bool:
+        return any(f.severity.fails_scan for f in self.findings)
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.findings if f.severity is severity)
+
+
+def python_files(paths: Iterable[str]) -> list[str]:
+    """Every ``*.py`` file under ``paths`` (files named directly are taken whatever their
+    suffix), in a stable order. Hidden directories and caches are skipped.
+
+    Raises UsageError naming the first path that does not exist.
+    """
+    found: list[str] = []
+    for path in paths:
+        if os.path.isfile(path):
+            found.append(path)
+        elif os.path.isdir(path):
+            found.extend(_walk_directory(path))
+        else:
+            raise UsageError(f"no such file or directory: {path} (give existing files or directories to scan)")
+    return list(dict.fromkeys(found))
+
+
+def _walk_directory(top: str) -> list[str]:
+    found = []
+    for directory, subdirectories, files in os.walk(top):
+        subdirectories[:] = sorted(
+            d for d in subdirectories if not d.startswith(".") and d not in _SKIPPED_DIRECTORIES
+        )
+        found.extend(os.path.join(directory, name) for name in sorted(files) if name.endswith(".py"))
+    return found
+
+
+def _decoded_lines(source: bytes) -> list[str]:
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    except SyntaxError:
+        encoding = "utf-8"
+    try:
+        return source.decode(encoding, errors="replace").splitlines()
+    except LookupError:
+        return source.decode("utf-8", errors="replace").splitlines()
+
+
+def _unparsed(path: str, error: Exception, lines: list[str]) -> Finding:
+    line = getattr(error, "lineno", None) or 1
+    col = getattr(error, "offset", None) or 1
+    reason = getattr(error, "msg", None) or str(error)
+    snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+    return Finding(
+        path, line, col, Code.FILE_NOT_PARSED, Severity.ERROR,
+        f"{reason}; this file was not checked (fix it, or leave it out of the paths scanned)", snippet,
+    )
+
+
+def _place_for(module, scope, flow, factories) -> Place:
+    return Place(module, scope, flow, factories)
+
+
+def scan_paths(paths: Iterable[str]) -> ScanResult:
+    """Scan every Python file under ``paths`` together (key factories and the stores into
+    shared registries are matched across files)."""
+    files = python_files(paths)
+    modules: list[ModuleFacts] = []
+    findings: list[Finding] = []
+    sources: dict[str, bytes] = {}
+    lines: dict[str, list[str]] = {}
+    for path in files:
+        with open(path, "rb") as handle:
+            source = handle.read()
+        sources[path] = source
+        lines[path] = _decoded_lines(source)
+        try:
+            tree = ast.parse(source, filename=path)
+        except (SyntaxError, ValueError, UnicodeDecodeError) as error:
+            findings.append(_unparsed(path, error, lines[path]))
+            continue
+        modules.append(ModuleFacts(path, tree))
+
+    factories = find_factories(modules, _place_for)
+    for module in modules:
+        find_id_attributes(module, _place_for, factories)
+    findings.extend(judge_hits(analyze(modules, factories), lines))
+
+    kept, suppressed = _apply_suppressions(findings, sources, lines, {m.path for m in modules})
+    kept.sort(key=Finding.sort_key)
+    return ScanResult(kept, len(files), suppressed)
+
+
+def _apply_suppressions(
+    findings: list[Finding], sources: dict[str, bytes], lines: dict[str, list[str]], parsed: set[str]
+) -> tuple[list[Finding], int]:
+    kept: list[Finding] = []
+    suppressed = 0
+    by_file = {path: read_suppressions(sources[path]) for path in parsed}
+    for finding in findings:
+        suppression = by_file.get(finding.path, {}).get(finding.line)
+        if suppression is not None and suppression.reason is not None and finding.code is not Code.FILE_NOT_PARSED:
+            suppressed += 1
+            continue
+        kept.append(finding)
+    for path, suppressions in by_file.items():
+        for suppression in suppressions.values():
+            if suppression.reason is None:
+                line_text = lines[path][suppression.line - 1].strip() if suppression.line <= len(lines[path]) else ""
+                kept.append(Finding(
+                    path, suppression.line, suppression.col + 1, Code.SUPPRESSION_WITHOUT_REASON, Severity.ERROR,
+                    f"{suppression.text!r} suppresses nothing; write '# id-hazard: ok(<why the object outlives the entry>)'",
+                    line_text,
+                ))
+    return kept, suppressed
