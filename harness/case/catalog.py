@@ -16,19 +16,24 @@ from harness.stacks.protocol import ModelSpec
 
 
 def _case(name, *, fmt="HYBRID", hist=16, algo="max", margin=0, dims=(16, 32, 16), steps=6, models=3,
-          special="none", fp8_params=True, construction="copy", data_parallel=True, batch=8, reduce_amax=True):
+          special="none", fp8_params=True, construction="copy", data_parallel=True, batch=8, reduce_amax=True,
+          reuse=""):
     recipe = DelayedScalingRecipe(fp8_format=fmt, margin=margin, amax_history_len=hist,
                                   amax_compute_algo=algo, reduce_amax=reduce_amax)
     model = ModelSpec(dims=tuple(dims), recipe=recipe, fp8_params=fp8_params, construction=construction,
                       data_parallel=data_parallel)
-    return CaseSpec(name=name, model=model, batch=batch, steps=steps, models=models, special=special)
+    return CaseSpec(name=name, model=model, batch=batch, steps=steps, models=models, special=special, reuse=reuse)
 
 
 def builtin_cases() -> list[CaseSpec]:
     """Every built-in case, in the order a run executes them."""
     cases = [
+        # First, before any other recipe exists in the process: TE reduces every (recipe, group)
+        # key ever seen at each autocast exit, so after other cases this case's exits all-reduce
+        # the dead keys' buffers, which it never does alone; the isolation oracle reports that.
+        _case("delayed/no-reduce-amax", reduce_amax=False),
         # TE's default recipe (1.x): HYBRID, margin 0, history 1024, 'max', reduce_amax on.
-        _case("delayed/te-default", hist=1024),
+        _case("delayed/te-default", hist=1024, steps=8),
         _case("delayed/te-default-init-cast", hist=1024, construction="init_cast"),
     ]
     for hist in (1, 2, 16):
@@ -40,7 +45,6 @@ def builtin_cases() -> list[CaseSpec]:
         _case("delayed/e4m3-h16", fmt="E4M3"),
         _case("delayed/e5m2-h16", fmt="E5M2"),
         _case("delayed/hp-weights-h16", fp8_params=False),
-        _case("delayed/no-reduce-amax", reduce_amax=False),
         _case("delayed/local-grads", data_parallel=False),
         _case("delayed/deep-narrow", dims=(8, 8, 8, 8, 8), steps=5),
         _case("delayed/wide", dims=(64, 96), batch=16, steps=4),
@@ -52,10 +56,23 @@ def builtin_cases() -> list[CaseSpec]:
         _case("special/tiny-most-recent", special="tiny", hist=1, algo="most_recent"),
         # Reproducers: built and destroyed many times with FP8 weights, the pattern of
         # TE's distributed tests (many models per launch, same recipe and group).
-        _case("repro/hygiene", hist=16, models=2, steps=2),
-        _case("repro/isolation", hist=16, models=3, steps=2, dims=(16, 16)),
+        #   hygiene: stale ids stay in the bookkeeping once a model dies (any reuse mode).
+        _case("repro/hygiene", hist=16, models=1, steps=2),
+        #   prelude: one model of the isolation reproducer's recipe, so that its ids are parked
+        #   when repro/isolation starts (it passes on every stack but for hygiene).
+        _case("repro/prelude", hist=16, margin=1, models=1, steps=2, dims=(16, 16)),
+        #   isolation: with symmetric reuse, the first model takes the ids of the previous
+        #   case's last model, its weight copy completes a stale set and an all-reduce fires
+        #   that the isolated run does not have.
+        _case("repro/isolation", hist=16, margin=1, models=2, steps=2, dims=(16, 16), reuse="symmetric"),
+        #   cross-rank: the weight copy of model 1 completes the stale set on the reusing rank
+        #   only; its all-reduce (2 amaxes) meets the peer's autocast-exit all-reduce (4).
         _case("repro/cross-rank", hist=16, models=2, steps=3, dims=(16, 16)),
-        _case("repro/reference", hist=16, models=2, steps=3, dims=(16, 16), data_parallel=False),
+        #   reference: no weight copy at construction, no gradient all-gather: every collective
+        #   is a 4-amax all-reduce, so the reusing rank's extra one pairs silently with the
+        #   peer's next one and amaxes of different tensors are max-ed together.
+        _case("repro/reference", hist=16, models=2, steps=3, dims=(16, 16), data_parallel=False,
+              construction="init_cast"),
     ]
     return cases
 

@@ -34,6 +34,7 @@ class CaseSpec:
     special: str = "none"       # special values injected into step 1's inputs, on every rank alike
     data_seed: int = 0
     fault: str = "none"         # fault injection (see harness.faults); "none" for regular cases
+    reuse: str = ""             # id-reuse policy for this case; "" takes the run's --reuse
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):

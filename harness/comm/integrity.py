@@ -22,6 +22,8 @@ addition), and it catches every change confined to one 8-byte word, a single cor
 byte included. It misses changes that cancel in the sum, such as two swapped words.
 ``full``: the producer also keeps a copy of its chunk in its shadow segment, and consumers
 compare byte by byte against it, naming the first differing byte; meant for stress runs.
+``off``: nothing is recorded or checked, as in TE itself; a stack run this way shows the
+silent corruption for other oracles (reference equality) to catch.
 """
 
 from __future__ import annotations
@@ -46,8 +48,9 @@ _MASK64 = (1 << 64) - 1
 
 
 class IntegrityMode(enum.Enum):
-    CHEAP = "cheap"
-    FULL = "full"
+    CHEAP = "cheap"    # checksum + scale_inv check on every chunk (the default)
+    FULL = "full"      # byte-by-byte comparison with the producer's copy + scale_inv check
+    OFF = "off"        # no check: consumers read whatever is there, as TE does
 
     @classmethod
     def parse(cls, value: "IntegrityMode | str") -> "IntegrityMode":
@@ -56,7 +59,7 @@ class IntegrityMode(enum.Enum):
         for member in cls:
             if member.value == str(value).lower():
                 return member
-        raise HarnessError(f"integrity mode {value!r} is not one of: cheap, full")
+        raise HarnessError(f"integrity mode {value!r} is not one of: cheap, full, off")
 
 
 class BufferIntegrityError(HarnessError):

@@ -33,7 +33,7 @@ import threading
 import torch
 
 from harness.comm.communicator import Communicator, OverlapMethod
-from harness.comm.integrity import HEADER_BYTES, ChunkHeader, make_header, verify_chunk
+from harness.comm.integrity import ChunkHeader, IntegrityMode, make_header, verify_chunk
 from harness.comm.flags import WaitCancelled
 from harness.errors import DeadlineExceeded, HarnessError, UsageError
 from harness.fp8.cast import cast_to_fp8
@@ -93,6 +93,16 @@ def _weight(weight_hp: torch.Tensor, k: int, what: str = "weight_hp") -> torch.T
 
 def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
+
+
+def _verify(comm: Communicator, **fields) -> None:
+    """The integrity oracle on one chunk, unless the communicator runs with integrity off."""
+    if comm.integrity is not IntegrityMode.OFF:
+        verify_chunk(communicator=comm.name, **fields)
+
+
+def _header(comm: Communicator, **fields) -> ChunkHeader | None:
+    return None if comm.integrity is IntegrityMode.OFF else make_header(**fields)
 
 
 @contextlib.contextmanager
@@ -189,7 +199,10 @@ def _record_own_chunk(comm: Communicator, seq: int, nbytes: int, fmt: Fp8Format 
     full mode also the recorded copy consumers compare against."""
     r = comm.rank
     data = comm.slot(r, r, nbytes)
-    comm.write_header(r, make_header(producer=r, chunk=r, seq=seq, data=data, fmt=fmt, scale_inv=scale_inv))
+    header = _header(comm, producer=r, chunk=r, seq=seq, data=data, fmt=fmt, scale_inv=scale_inv)
+    if header is None:
+        return
+    comm.write_header(r, header)
     shadow = comm.shadow_view(r, seq, nbytes)
     if shadow is not None:
         shadow.copy_(data)
@@ -219,17 +232,6 @@ def cast_into_buffer(comm: Communicator, hp_local: torch.Tensor, scale, fmt: Fp8
     return StagedChunk(comm.name, comm.rank, comm.seq, (m_local, k), fmt, scale_inv_t)
 
 
-def _stage_bytes(comm: Communicator, local_chunk_fp8: torch.Tensor, scale_inv: torch.Tensor,
-                 fmt: Fp8Format) -> StagedChunk:
-    local = _matrix(local_chunk_fp8, "local_chunk_fp8", torch.uint8)
-    m_local, k = local.shape
-    nbytes = m_local * k
-    comm.check_chunk_fits(nbytes, RING_ALLGATHER)
-    comm.slot(comm.rank, comm.rank, nbytes).copy_(local.reshape(-1))
-    _record_own_chunk(comm, comm.seq, nbytes, fmt, scale_inv)
-    return StagedChunk(comm.name, comm.rank, comm.seq, (m_local, k), fmt, scale_inv)
-
-
 def _check_staged(comm: Communicator, staged: StagedChunk) -> None:
     if (staged.communicator, staged.rank) != (comm.name, comm.rank) or staged.seq != comm.seq:
         raise UsageError(f"userbuffers {comm.name!r} rank {comm.rank}: the staged chunk was cast into "
@@ -239,23 +241,41 @@ def _check_staged(comm: Communicator, staged: StagedChunk) -> None:
 
 # ------------------------------------------------------------- ring all-gather
 class _Ring:
-    """One ring-exchange all-gather: the exchange (comm thread) and the per-chunk GEMM."""
+    """One ring-exchange all-gather: the exchange (comm thread) and the per-chunk GEMM.
 
-    def __init__(self, comm: Communicator, staged: StagedChunk, seq: int):
+    ``own_bytes``: this rank's FP8 bytes as the caller passed them, not yet in the buffer.
+    Then the communication thread first copies them into the rank's slot (and records the
+    header) while the GEMM thread already multiplies the local chunk from the caller's
+    tensor: that chunk never crosses a buffer, so there is nothing to verify for it.
+    """
+
+    def __init__(self, comm: Communicator, shape: tuple[int, int], seq: int, scale_inv: torch.Tensor,
+                 fmt: Fp8Format, own_bytes: torch.Tensor | None = None):
         self.comm = comm
         self.seq = seq
-        self.m_local, self.k = staged.shape
+        self.m_local, self.k = shape
         self.nbytes = self.m_local * self.k
         self.tp = comm.world_size
         self.rank = comm.rank
+        self.scale_inv = scale_inv
+        self.fmt = fmt
+        self.own_bytes = own_bytes
 
     def order(self) -> list[int]:
         """Chunk multiplied at step i: ``(rank - i) mod tp`` (own chunk first)."""
         return [(self.rank - i) % self.tp for i in range(self.tp)]
 
+    def stage(self) -> None:
+        """Copy the caller's bytes into this rank's slot and record checksum and scale_inv."""
+        if self.own_bytes is not None:
+            self.comm.slot(self.rank, self.rank, self.nbytes).copy_(self.own_bytes.reshape(-1))
+            _record_own_chunk(self.comm, self.seq, self.nbytes, self.fmt, self.scale_inv)
+
     def exchange(self, cancel: threading.Event | None, on_ready) -> None:
-        """Step i: send chunk ``(rank - i) mod tp`` to the next rank, receive ``(rank - i - 1)
-        mod tp`` from the previous one. Every chunk travels with its producer's header."""
+        """Stage, then step i: send chunk ``(rank - i) mod tp`` to the next rank, receive
+        ``(rank - i - 1) mod tp`` from the previous one. Every chunk travels with its
+        producer's header."""
+        self.stage()
         comm, tp, r = self.comm, self.tp, self.rank
         nxt, prv = (r + 1) % tp, (r - 1) % tp
         for i in range(tp - 1):
@@ -264,29 +284,31 @@ class _Ring:
             comm.wait_data(prv, recv, RING_ALLGATHER, recv, cancel)
             on_ready(recv)
 
-    def gemm_chunk(self, chunk: int, scale_inv: torch.Tensor, fmt: Fp8Format, weight: torch.Tensor,
-                   out: torch.Tensor) -> None:
+    def gemm_chunk(self, chunk: int, weight: torch.Tensor, out: torch.Tensor) -> None:
         """Verify chunk ``chunk`` (producer = rank ``chunk``), decode it with this rank's
         ``scale_inv``, multiply into its rows of ``out``."""
         comm = self.comm
-        data = comm.slot(self.rank, chunk, self.nbytes)
-        verify_chunk(communicator=comm.name, op=RING_ALLGATHER, chunk=chunk, producer=chunk, consumer=self.rank,
-                     seq=self.seq, header=comm.read_header(chunk), data=data, consumer_scale_inv=scale_inv,
-                     fmt=fmt, shadow=comm.shadow_view(chunk, self.seq, self.nbytes))
+        if chunk == self.rank and self.own_bytes is not None:
+            data = self.own_bytes
+        else:
+            data = comm.slot(self.rank, chunk, self.nbytes)
+            _verify(comm, op=RING_ALLGATHER, chunk=chunk, producer=chunk, consumer=self.rank, seq=self.seq,
+                    header=comm.read_header(chunk), data=data, consumer_scale_inv=self.scale_inv, fmt=self.fmt,
+                    shadow=comm.shadow_view(chunk, self.seq, self.nbytes))
         x = comm.workspace("ag.decoded", (self.m_local, self.k), torch.float32)
         index = comm.workspace("ag.index", (self.nbytes // 2,), torch.int32)
-        comm.decode_cache.table(fmt, scale_inv).decode_into(data, x, index)
+        comm.decode_cache.table(self.fmt, self.scale_inv).decode_into(data, x, index)
         rows = out[chunk * self.m_local:(chunk + 1) * self.m_local]
         torch.mm(x, weight.t(), out=rows)
 
-    def run(self, scale_inv: torch.Tensor, fmt: Fp8Format, weight: torch.Tensor, out: torch.Tensor) -> None:
+    def run(self, weight: torch.Tensor, out: torch.Tensor) -> None:
         background = _Background(self.comm, RING_ALLGATHER, self.seq)
         background.start(self.exchange, background.cancel, background.mark_ready)
         try:
             for i, chunk in enumerate(self.order()):
                 if i > 0:
                     background.wait_ready(chunk)
-                self.gemm_chunk(chunk, scale_inv, fmt, weight, out)
+                self.gemm_chunk(chunk, weight, out)
         except BaseException as exc:
             background.abort()
             raise _reraise_primary(background, exc)
@@ -333,12 +355,17 @@ def ring_allgather_gemm(
         scale_inv = _scalar(scale_inv_local, "scale_inv_local")
     if not isinstance(fmt, Fp8Format):
         raise UsageError(f"{op}: fmt must be an Fp8Format, got {fmt!r}")
+    # validate everything before the operation starts: a failure inside it poisons the communicator
+    if isinstance(local_chunk_fp8, StagedChunk):
+        local, (m_local, k) = None, local_chunk_fp8.shape
+    else:
+        local = _matrix(local_chunk_fp8, "local_chunk_fp8", torch.uint8)
+        m_local, k = local.shape
+        comm.check_chunk_fits(m_local * k, op)
+    weight = _weight(weight_hp, k)
+    result = _ring_output(out, m_local * comm.world_size, weight.shape[0])
     with _operation(comm, op) as seq:
-        staged = local_chunk_fp8 if isinstance(local_chunk_fp8, StagedChunk) else \
-            _stage_bytes(comm, local_chunk_fp8, scale_inv, fmt)
-        weight = _weight(weight_hp, staged.shape[1])
-        result = _ring_output(out, staged.shape[0] * comm.world_size, weight.shape[0])
-        _Ring(comm, staged, seq).run(scale_inv, fmt, weight, result)
+        _Ring(comm, (m_local, k), seq, scale_inv, fmt, own_bytes=local).run(weight, result)
     return result
 
 
@@ -359,11 +386,12 @@ def ring_allgather_gemm_hp(
 
 
 # ------------------------------------------------------ pipelined reduce-scatter
-def _put_tensor(comm: Communicator, dst: int, slot: int, data: torch.Tensor, header: ChunkHeader, op: str,
-                cancel: threading.Event | None) -> None:
+def _put_tensor(comm: Communicator, dst: int, slot: int, data: torch.Tensor, header: ChunkHeader | None,
+                op: str, cancel: threading.Event | None) -> None:
     """Write ``data`` (uint8) and its header into ``dst``'s ``slot``, then bump the counter."""
     comm.wait_release(dst, op, cancel)
-    header.pack_into(comm.data[dst].buffer(), comm.header_offset(slot))
+    if header is not None:
+        header.pack_into(comm.data[dst].buffer(), comm.header_offset(slot))
     comm.slot(dst, slot, data.numel()).copy_(data)
     comm.signal(dst, slot)
 
@@ -374,8 +402,7 @@ def _receive_partial(comm: Communicator, src: int, seq: int, nbytes: int, op: st
     r = comm.rank
     comm.wait_data(src, src, op, r, cancel)
     data = comm.slot(r, src, nbytes)
-    verify_chunk(communicator=comm.name, op=op, chunk=r, producer=src, consumer=r, seq=seq,
-                 header=comm.read_header(src), data=data)
+    _verify(comm, op=op, chunk=r, producer=src, consumer=r, seq=seq, header=comm.read_header(src), data=data)
     return data.view(dtype).view(shape)
 
 
@@ -432,7 +459,7 @@ def gemm_reduce_scatter(
                     return
                 j, part = item
                 data = part.reshape(-1).view(torch.uint8)
-                header = make_header(producer=r, chunk=j, seq=seq, data=data)
+                header = _header(comm, producer=r, chunk=j, seq=seq, data=data)
                 _put_tensor(comm, j, r, data, header, op, background.cancel)
                 background.mark_ready(j)
 
@@ -495,9 +522,8 @@ def bulk_allgather(
                 continue
             comm.wait_data(src, src, op, src)
             data = comm.slot(r, src, nbytes)
-            verify_chunk(communicator=comm.name, op=op, chunk=src, producer=src, consumer=r, seq=seq,
-                         header=comm.read_header(src), data=data, consumer_scale_inv=scale_inv, fmt=fmt,
-                         shadow=comm.shadow_view(src, seq, nbytes))
+            _verify(comm, op=op, chunk=src, producer=src, consumer=r, seq=seq, header=comm.read_header(src),
+                    data=data, consumer_scale_inv=scale_inv, fmt=fmt, shadow=comm.shadow_view(src, seq, nbytes))
             out_bytes[src * nbytes:(src + 1) * nbytes].copy_(data)
     return gathered
 
@@ -524,6 +550,6 @@ def bulk_reduce_scatter(comm: Communicator, partial: torch.Tensor) -> torch.Tens
         for i in range(1, tp):
             j = (r + i) % tp
             data = _as_bytes(chunks[j])
-            _put_tensor(comm, j, r, data, make_header(producer=r, chunk=j, seq=seq, data=data), op, None)
+            _put_tensor(comm, j, r, data, _header(comm, producer=r, chunk=j, seq=seq, data=data), op, None)
         _sum_in_rank_order(comm, chunks[r], seq, op, result, None)
     return result

@@ -10,9 +10,13 @@ on purpose:
    letting them be freed among the model's other objects. Nothing but the morgue holds them:
    to the stack they are dead, and the hygiene oracle treats them so.
 2. While the next model is built, the stack calls :func:`reuse_point` right before each such
-   allocation. On a rank that forces reuse, that drops the oldest parked object: its block
-   goes to the head of the free list, and the stack's very next allocation of that size class
-   (the new tensor) lands on it.
+   allocation. On a rank that forces reuse, that drops the oldest parked object, and makes
+   sure its block is what the allocator hands out next: pymalloc serves a size class from the
+   pool at the head of its used-pool list, and a freed block's pool is moved to that head only
+   if it was full. So after freeing, the morgue allocates throw-away objects of the same type
+   until one lands on the freed block (every pool ahead of it is then exhausted), frees that
+   one again, and returns; the stack's very next allocation of that size class (the new
+   tensor) lands on the block. The throw-away objects are freed after the build.
 
 On ranks that do not force reuse, parked objects stay in quarantine for the rest of the
 process, so their ids cannot come back at all. That is what makes asymmetric reuse
@@ -27,7 +31,10 @@ and quarantines elsewhere.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
+import gc
+import threading
 
 from harness.errors import UsageError
 
@@ -72,16 +79,28 @@ class ReusePolicy:
 class Morgue:
     """Per-process holder of parked objects (see the module docstring)."""
 
+    STEER_LIMIT = 200_000
+
     def __init__(self):
         self._parked: collections.deque = collections.deque()
         self._quarantine: list = []
+        self._ballast: list = []
         self.releasing = False
         self.released = 0
+        self.released_ids: list[int] = []   # ids handed back to the allocator since configure()
 
     def configure(self, policy: ReusePolicy, rank: int) -> None:
         self.releasing = policy.releases_on(rank)
+        self.released_ids = []
 
     def park(self, objects) -> None:
+        """Park a dying model's targets, in allocation order.
+
+        Whatever an earlier death left parked goes to quarantine first: like pymalloc's LIFO free
+        lists, the next model takes the ids of the model that died last, so a chain of models of
+        one shape keeps handing the same ids on, as in TE's many-models-per-launch tests.
+        """
+        self.settle()
         for obj in objects:
             self._parked.append(obj)
 
@@ -92,22 +111,75 @@ class Morgue:
         return any(o is obj for o in self._parked) or any(o is obj for o in self._quarantine)
 
     def release_next(self) -> None:
-        """Free the oldest parked object, so its block heads the free list of its size class."""
-        if self.releasing and self._parked:
-            self._parked.popleft()   # the last reference: freed here, at this exact moment
-            self.released += 1
+        """Free the oldest parked object and make its block the next one of its size class."""
+        if not (self.releasing and self._parked):
+            return
+        obj = self._parked.popleft()
+        target = id(obj)
+        make = _throwaway_factory(obj)
+        del obj                      # the last reference: freed here, at this exact moment
+        self.released += 1
+        self.released_ids.append(target)
+        if make is None:
+            return
+        # Preallocated (a large block outside pymalloc): appending would reallocate the list's
+        # item array, itself a small block that could fall in the very size class we steer.
+        held = [None] * self.STEER_LIMIT
+        i = 0
+        while i < self.STEER_LIMIT:
+            probe = make()
+            if id(probe) == target:
+                del probe            # back on the head pool's free list, first in line
+                break
+            held[i] = probe
+            i += 1
+        self._ballast.append(held)
 
     def settle(self) -> None:
         """After a build: whatever is still parked goes to quarantine (never freed, ids never reused)."""
         while self._parked:
             self._quarantine.append(self._parked.popleft())
+        self._ballast.clear()
 
     def clear(self) -> None:
         self._parked.clear()
         self._quarantine.clear()
+        self._ballast.clear()
+
+
+def _throwaway_factory(obj):
+    """A maker of objects of ``obj``'s exact type (hence size class), or None if unknown."""
+    import torch
+
+    if type(obj) is torch.Tensor:
+        dtype = obj.dtype
+        return lambda: torch.empty(0, dtype=dtype)
+    return None
 
 
 MORGUE = Morgue()
+
+# Held while a model is built on a rank that forces reuse. torch releases the GIL inside its ops
+# (torch.empty included), so any other Python thread of the process could run between the
+# release of a parked object and the allocation meant to take its block, and take it first.
+# The harness's own threads (the rank watchdog) take this lock before each round of work.
+QUIET = threading.Lock()
+
+
+@contextlib.contextmanager
+def forcing_window():
+    """Around a build: no collector run and no other harness thread may allocate meanwhile."""
+    if not MORGUE.releasing:
+        yield
+        return
+    was_enabled = gc.isenabled()
+    gc.disable()
+    with QUIET:
+        try:
+            yield
+        finally:
+            if was_enabled:
+                gc.enable()
 
 
 def reuse_point(kind: str = "") -> None:

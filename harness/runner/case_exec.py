@@ -18,7 +18,7 @@ import torch
 
 from harness.case.data import initial_weights, step_grad_output, step_inputs
 from harness.case.spec import CaseSpec
-from harness.idreuse.morgue import MORGUE, ReusePolicy
+from harness.idreuse.morgue import MORGUE, ReusePolicy, forcing_window
 from harness.idreuse.tracker import Graveyard, collect, walk_model
 from harness.oracles.findings import Failure
 from harness.oracles.hygiene import stale_ids, survivors
@@ -114,7 +114,8 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
     started = time.perf_counter()
     phases = {"reference": 0.0, "hygiene": 0.0, "stack": 0.0}
     digest = hashlib.sha256()
-    MORGUE.configure(options.reuse, rank)
+    reuse = ReusePolicy.parse(case.reuse) if case.reuse else options.reuse
+    MORGUE.configure(reuse, rank)
     if options.reset_between_cases:
         stack.reset()
     LEDGER.begin_case(case.name)
@@ -126,7 +127,18 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
             weights = initial_weights(case, m, options.run_seed)
             ctx = BuildContext(rank=rank, world_size=world_size, group=group, device=torch.device("cpu"),
                                initial_weights=weights)
-            model = stack.build(case.model, ctx)
+            released_before = len(MORGUE.released_ids)
+            try:
+                with forcing_window():
+                    model = stack.build(case.model, ctx)
+            except Exception:
+                # The build itself failed (an id-keyed hook fired inside it, say): the forced
+                # reuses it received cannot be verified on a model that does not exist; count them.
+                forced = len(MORGUE.released_ids) - released_before
+                result.reuse_events += forced
+                if forced:
+                    result.reuse_examples.append(f"model {m}: {forced} forced reuse(s) before the build failed")
+                raise
             result.models_built += 1
             MORGUE.settle()
             targets = stack.reuse_targets(model)
@@ -175,7 +187,7 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
             # Death of the model: destroy, park the reuse targets, drop every reference, collect.
             t0 = time.perf_counter()
             stack.destroy(model)
-            if options.reuse.parks():
+            if reuse.parks():
                 MORGUE.park(targets)
             del model, targets
             collect()
@@ -217,6 +229,8 @@ def _classify(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, DeadlineExceeded) or "Timed out" in text or "timed out" in text:
         return "liveness"
+    if type(exc).__name__ == "CollectiveMismatch":
+        return "cross-rank"
     if type(exc).__name__ == "BufferIntegrityError":
         return "buffer-integrity"
     if "Connection closed by peer" in text or "Connection reset" in text or "doesn't match" in text:

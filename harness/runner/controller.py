@@ -74,13 +74,20 @@ class RankGroup:
         authkey = secrets.token_bytes(16)
         address = os.path.join(self.run_dir, "ctl.sock")
         self._listener = Listener(address=address, family="AF_UNIX", authkey=authkey)
+        import datetime
+
+        import torch.distributed as dist
+
+        # The group's store: hosted here, on a port the OS chooses, so concurrent runs never collide.
+        self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                                   timeout=datetime.timedelta(seconds=60))
         env = dict(os.environ)
         env.update({
             "HARNESS_WORKER": "1", "HARNESS_LAUNCHER": self.cfg.launcher, "HARNESS_CONTROLLER": address,
             "HARNESS_AUTHKEY": authkey.hex(), "HARNESS_CONTROLLER_PID": str(os.getpid()),
             "HARNESS_RUN_DIR": self.run_dir, "HARNESS_SUT": self.cfg.sut,
             "HARNESS_DEADLINE": str(self.cfg.options.deadline_s), "HARNESS_SHM_PREFIX": self.shm_prefix,
-            "PYTHONUNBUFFERED": "1",
+            "PYTHONUNBUFFERED": "1", "HARNESS_STORE_PORT": str(self.store.port),
         })
         if self.cfg.sut_options.get("inject"):
             env["HARNESS_INJECT"] = self.cfg.sut_options["inject"]
@@ -153,8 +160,7 @@ class RankGroup:
         return self._collect(index, msg.RunCase(index, case.to_dict(), options.to_dict()), case.name, isolated=False)
 
     def run_isolated(self, index: int, case, options) -> CaseOutcome:
-        store = os.path.join(self.run_dir, f"iso-store-{index}")
-        return self._collect(index, msg.RunIsolated(index, case.to_dict(), options.to_dict(), store), case.name,
+        return self._collect(index, msg.RunIsolated(index, case.to_dict(), options.to_dict()), case.name,
                              isolated=True)
 
     def _collect(self, index: int, m, case_name: str, isolated: bool) -> CaseOutcome:
@@ -213,6 +219,29 @@ class RankGroup:
         failures.append(Failure("liveness", "last collective per rank: " + "; ".join(
             f"rank {r}: {_fmt(in_flight[r])}" for r in range(self.world)) + "\n" + stack_text))
         return CaseOutcome(results, failures, True, {"stacks": stacks})
+
+    def recycle(self) -> bool:
+        """Soft recycle: a fresh process group and empty registries in the same processes.
+
+        Returns False when some rank does not confirm within the deadline (then stop and respawn).
+        """
+        self.generation += 1
+        try:
+            self._send_all(msg.Recycle(self.generation))
+        except GroupBroken:
+            return False
+        ready = set()
+        deadline = time.monotonic() + self.cfg.options.deadline_s + GRACE_S
+        while len(ready) < self.world and time.monotonic() < deadline:
+            try:
+                kind, rank, body = self.events.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            if kind == "eof":
+                return False
+            if isinstance(body, msg.Ready):
+                ready.add(rank)
+        return len(ready) == self.world
 
     # --- diagnostics ------------------------------------------------------------------------
     def _exit_description(self, rank: int) -> str:
@@ -330,6 +359,7 @@ class RankGroup:
                 pass
         from harness.runner.cleanup import unlink_shm_prefix
         unlink_shm_prefix(self.shm_prefix)
+        self.store = None
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
 
@@ -411,7 +441,8 @@ def run_controlled(cfg: RunConfig, on_case=None) -> RunReport:
                 artifacts=outcome.artifacts))
             if on_case is not None:
                 on_case(report)
-            if outcome.broken:
+            communication_failed = any(f.oracle in ("cross-rank", "liveness", "error") for f in failures)
+            if outcome.broken or (communication_failed and not group.recycle()):
                 group.stop()
                 group = None
         report.complete = True

@@ -75,6 +75,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._seq = 0
         self.on_progress = None
+        self.precheck = None     # a CollectivePrecheck, set by the worker
 
     def progress(self) -> None:
         """Tell the rank's watchdog that the case moves (a step started, a collective returned)."""
@@ -141,6 +142,8 @@ def install() -> Ledger:
                 def wrapper(*args, **kwargs):
                     entry = LEDGER.record(name, args, kwargs)
                     LEDGER.progress()
+                    if LEDGER.precheck is not None:
+                        LEDGER.precheck(entry)
                     LEDGER.in_flight = entry
                     try:
                         return original(*args, **kwargs)

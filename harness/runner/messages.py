@@ -38,7 +38,6 @@ class RunIsolated:      # controller -> every rank: run the case alone, in a fre
     index: int
     case: dict
     options: dict
-    store_path: str
 
 
 @dataclasses.dataclass
@@ -57,11 +56,16 @@ class Stalled:          # rank -> controller: the rank's watchdog saw no progres
 
 
 @dataclasses.dataclass
+class Recycle:          # controller -> every rank: reset the stack, start a fresh process group
+    generation: int
+
+
+@dataclasses.dataclass
 class Shutdown:         # controller -> every rank
     pass
 
 
-KINDS = {cls.__name__: cls for cls in (Hello, Ready, RunCase, RunIsolated, CaseDone, Stalled, Shutdown)}
+KINDS = {cls.__name__: cls for cls in (Hello, Ready, RunCase, RunIsolated, CaseDone, Stalled, Recycle, Shutdown)}
 
 
 class ProtocolError(HarnessError):

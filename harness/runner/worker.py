@@ -59,17 +59,29 @@ class Watchdog(threading.Thread):
         self.last_progress = time.monotonic()
 
     def run(self) -> None:
+        from harness.idreuse.morgue import QUIET
+
         while True:
             time.sleep(0.25)
+            # Stay off the allocator while a forced-reuse build runs (see harness.idreuse.morgue);
+            # a build that takes longer than a second does not silence the watchdog.
+            got = QUIET.acquire(timeout=1.0)
             try:
-                os.kill(self.controller_pid, 0)
-            except ProcessLookupError:
-                os._exit(70)    # the controller died: never outlive it
-            if self.busy_since is not None and not self.reported:
-                idle = time.monotonic() - self.last_progress
-                if idle > self.deadline_s + 2:
-                    self.reported = True
-                    self.report(idle)
+                self._round()
+            finally:
+                if got:
+                    QUIET.release()
+
+    def _round(self) -> None:
+        try:
+            os.kill(self.controller_pid, 0)
+        except ProcessLookupError:
+            os._exit(70)    # the controller died: never outlive it
+        if self.busy_since is not None and not self.reported:
+            idle = time.monotonic() - self.last_progress
+            if idle > self.deadline_s + 2:
+                self.reported = True
+                self.report(idle)
 
 
 def main() -> int:
@@ -90,7 +102,8 @@ def main() -> int:
     from harness.case.spec import CaseSpec
     from harness.idreuse.tracker import freeze_imports
     from harness.runner import messages as msg
-    from harness.runner.case_exec import RunOptions, execute_case
+    from harness.idreuse.morgue import MORGUE
+    from harness.runner.case_exec import GRAVEYARD, RunOptions, execute_case
     from harness.runner.ledger import LEDGER, install
     from harness.runner.zygote import Zygote
     from harness.stacks import load_stack
@@ -117,9 +130,15 @@ def main() -> int:
     LEDGER.open(os.path.join(run_dir, f"ledger-r{rank}.jsonl"))
     LEDGER.on_progress = watchdog.progress
 
-    store = dist.FileStore(os.path.join(run_dir, "store"), world)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+    from harness.runner.precheck import CollectivePrecheck
+
+    store = dist.TCPStore("127.0.0.1", int(env["HARNESS_STORE_PORT"]), is_master=False,
+                          timeout=datetime.timedelta(seconds=max(30.0, deadline)))
+    dist.init_process_group("gloo", store=dist.PrefixStore("pg/", store), rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=deadline))
+    precheck = CollectivePrecheck(store, rank, deadline)
+    generation = [0]
+    LEDGER.precheck = precheck
     send(msg.Ready(rank=rank))
     try:
         while True:
@@ -129,18 +148,34 @@ def main() -> int:
                 break
             if isinstance(m, msg.Shutdown):
                 break
+            if isinstance(m, msg.Recycle):
+                # A fresh group in the same processes: new process group, empty registries, no
+                # parked objects. Used when the last case failed but every rank is responsive.
+                dist.destroy_process_group()
+                stack.reset()
+                MORGUE.clear()
+                GRAVEYARD.dead.clear()
+                generation[0] = m.generation
+                dist.init_process_group("gloo", store=dist.PrefixStore(f"pg{m.generation}/", store), rank=rank,
+                                        world_size=world, timeout=datetime.timedelta(seconds=deadline))
+                send(msg.Ready(rank=rank))
+                continue
             case = CaseSpec.from_dict(m.case)
             if isinstance(m, msg.RunCase):
                 watchdog.busy_since = time.monotonic()
                 watchdog.progress()
                 options = RunOptions.from_dict(m.options)
+                precheck.begin_case(f"{generation[0]}/{m.index}")
                 result = execute_case(case, stack, rank, world, dist.group.WORLD, options, fault_hook=fault_hook)
+                precheck.end_case(len(result.collectives))
                 watchdog.busy_since = None
                 send(msg.CaseDone(m.index, rank, result.to_dict()))
             elif isinstance(m, msg.RunIsolated):
                 answer = zygote.run({"case": m.case, "sut": env["HARNESS_SUT"], "sut_options": sut_options,
                                      "options": m.options, "rank": rank, "world_size": world,
-                                     "store_path": m.store_path}, timeout=deadline * 4 + 30)
+                                     "store_port": int(env["HARNESS_STORE_PORT"]),
+                                     "token": f"iso{generation[0]}-{m.index}"},
+                                    timeout=deadline * 4 + 30)
                 result = answer.get("ok") or {"case": case.name, "rank": rank,
                                               "failures": [{"oracle": "isolation", "rank": rank, "step": None,
                                                             "model": None,

@@ -66,11 +66,19 @@ def _isolated_child(request: dict) -> dict:
         import torch.distributed as dist
         from harness.runner.ledger import install
 
+        from harness.runner.ledger import LEDGER
+        from harness.runner.precheck import CollectivePrecheck
+
         install()
-        store = dist.FileStore(request["store_path"], world)
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+        LEDGER.open(None)
+        token = request["token"]
+        store = dist.TCPStore("127.0.0.1", request["store_port"], is_master=False,
+                              timeout=datetime.timedelta(seconds=max(30.0, options.deadline_s)))
+        dist.init_process_group("gloo", store=dist.PrefixStore(f"{token}/pg/", store), rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=options.deadline_s))
         group = dist.group.WORLD
+        LEDGER.precheck = CollectivePrecheck(store, rank, options.deadline_s)
+        LEDGER.precheck.begin_case(token)
     result = execute_case(case, stack, rank, world, group, options)
     return result.to_dict()
 

@@ -1,1 +1,107 @@
-"""placeholder"""
+"""Static scan for state keyed by the identity of objects that can die.
+
+CPython's ``id()`` is an address, and a freed object's address goes to the next object of
+its size. A registry keyed by ``id(obj)`` that outlives ``obj`` therefore answers for an
+unrelated new object later: this is how FP8 weights tracked by ``id(weight._data)`` in
+process-global maps fired scale updates at unplanned moments. The scan reads Python source
+with :mod:`ast` (nothing scanned is imported or run) and reports every place such a key is
+made, stored, looked up or kept.
+
+Usage: ``python -m harness scan PATH...`` or ``python -m harness.scan PATH...``
+(``--format text|json``, ``--hazards-only``). Output lines are
+``file:line:col: CODE message`` with 1-based line and column.
+
+Codes
+-----
+======  ======================================================================================
+IDK001  dict keyed by ``id(x)``: ``d[id(x)] = v``, ``d[id(x)]``, ``d.get(id(x))``,
+        ``d.setdefault(id(x), v)``, ``{id(x): v ...}`` and ``dict(zip(map(id, xs), vs))``
+IDK002  set or list of ids: ``s.add(id(x))``, ``{id(w) for w in ws}``, ``set(map(id, ws))``,
+        ``{pid}``, ``ids.append(id(x))`` (a list built in place, ``[id(x) for x in xs]``, is
+        reported only once it leaves the function)
+IDK003  membership test: ``id(x) in registry``, ``pid not in registry``
+IDK004  key built from ids: tuples, f-strings, ``str()``/``hex()``/``format()`` and sums
+        containing an id, used as a key, set element or membership operand or stored in a
+        container; hand-written memo dicts keyed by them; an ``functools.lru_cache``/``cache``
+        function of the same file called with an id argument; results of key factories
+IDK005  ``hash(obj)`` used as a key where ``obj`` hashes by identity (heuristic below)
+IDK006  an id (or key built from ids) saved on an attribute or a global and compared later
+IDK010  a file that could not be parsed (syntax error, null bytes, bad encoding); the scan
+        goes on with the other files
+IDK011  a ``# id-hazard:`` comment without a reason; it suppresses nothing
+======  ======================================================================================
+
+Removing entries (``del d[id(x)]``, ``d.pop(id(x))``, ``s.discard(id(x))``) is pruning, the
+cure, and is not reported. Ids used for printing, logging, ``__repr__``, sorting and ``==``
+comparisons of live objects are not keys and are not reported either.
+
+Severity
+--------
+Each IDK001-IDK006 finding is **safe** or a **hazard**; the message says which and why.
+It is safe when:
+
+* the same entry holds the object (``d[id(x)] = x``, ``d[id(x)] = (x, meta)``, a name bound
+  to such a tuple, ``d.setdefault(id(x), []).append(x)``, ``{id(p): p for p in ps}``);
+* the container (or attribute) belongs to the object itself (``self.tag = f"t{id(self)}"``);
+* a ``weakref.finalize(x, ...)`` (or ``weakref.ref(x, callback)``) in the same function
+  prunes that container, directly or through a function of the same file, or a nested
+  function, naming it;
+* a ``finally:`` of the same function removes the entry again (a recursion guard: the
+  entry lives only while the call that holds the object runs);
+* another store in the same function, into state with the same root (``self``, ``cls``, the
+  same global) and in the same or an enclosing block, holds the object;
+* the container is a local that never escapes (not returned, yielded, stored elsewhere or
+  captured by a nested function), a temporary, a copy-protocol memo (a parameter named
+  ``memo`` or any parameter of ``__deepcopy__``), or a parameter that every caller in the
+  same file (calls of a class count as calls of its ``__init__``; at least one caller
+  besides the function itself) fills with such a local or leaves at its default;
+* it is a read (lookup or membership) of a container every store into which, in any scanned
+  file, is safe by one of the rules above.
+
+Everything else is a hazard, notably module globals, class attributes, ``self.``
+attributes, closure variables, containers passed in by unknown callers and anything
+returned. Hazards and IDK010/IDK011 (severity ``error``) make the exit status 1; only safe
+findings, or none, give 0; bad input (a path that does not exist) gives 2.
+
+Data flow
+---------
+Within a function, in source order: ``key = id(x)`` (also through ``if``-expressions and
+``:=``), ``key = (id(a), n)``, loops over id collections (``for wid in ids``, ``for wid, v in
+by_id.items()``), locals that alias long-lived containers (``reg = Manager.registry``) and
+attributes set from ids in any method of the class (``self._key = id(x)``). Across
+functions and files: *key factories*, functions or methods whose return value is id-derived
+(``return f"group={id(group)}"``), are found first and their calls treated as keys, with
+the arguments mapped to the objects (so a store holding that argument is safe); stores and
+reads of the same class attribute are matched across files by ``Class.attr``.
+
+The ``hash()`` heuristic
+------------------------
+``hash(obj)`` is an id in disguise when ``obj``'s class keeps ``object.__hash__``. The scan
+flags it only when it can tell: ``hash(self)`` in a class of the same file that defines
+neither ``__eq__`` nor ``__hash__`` (or whose ``__hash__`` returns ``id(self)``), is not a
+dataclass/attrs class, and whose bases are such classes or ``object``, ``nn.Module``,
+``torch.Tensor``, ``Parameter``, ``ABC``; ``hash(x)`` for a parameter annotated ``Tensor``,
+``Module``, ``Parameter`` or such a class; ``hash(x)`` for a local bound only to ``Cls()``
+of such a class or to ``object()``. Anything of unknown type is not flagged.
+
+Suppressions
+------------
+``# id-hazard: ok(<reason>)`` on the flagged line silences every finding of that line. The
+reason is mandatory: a suppression claims the object outlives the entry, and a reviewer
+must be able to check the claim.
+
+Limits
+------
+Flow is followed in source order without branch sensitivity (except for the sibling and
+finalizer rules); ``id`` renamed (``_id = id``) is not followed; a container passed to an
+unknown function is assumed to be used only during the call; caches keyed by
+``tensor.data_ptr()`` (address reuse of storage rather than of Python objects) are not in
+scope; a file that never spells ``id`` or ``hash`` is only parsed, and analyzed only if it
+calls a key factory.
+"""
+
+from harness.scan.codes import Code
+from harness.scan.finding import Finding, Severity
+from harness.scan.scanner import ScanResult, scan_paths
+
+__all__ = ["Code", "Finding", "ScanResult", "Severity", "scan_paths"]

@@ -1,7 +1,7 @@
 """The analysis walk: find every place a key is made of an object's identity, and judge it.
 
 :class:`ModuleAnalyzer` walks one module in source order, keeping per function the names
-bound to id-derived values (see :class:`~harness.scan.environment.FlowState`). At each sink
+bound to id-derived values (see :class:`~harness.scan.flow.FlowState`). At each sink
 -- a subscript, a dict/set method, a membership test, a dict or set built in place, an
 ``lru_cache`` call, an id stored on an attribute -- it records a :class:`Hit` with the
 lifetime verdict of the container. :func:`judge_hits` then turns hits into findings once
@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import enum
 from typing import Optional
 
 from harness.scan.codes import Code
-from harness.scan.environment import FlowState, Place
+from harness.scan.environment import Place
 from harness.scan.facts import Factory, ModuleFacts
+from harness.scan.flow import FlowState
 from harness.scan.finding import Finding, Severity
 from harness.scan.keys import KeyFacts, KeyKind
 from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
-from harness.scan.syntax import callee_name, dotted, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
 
 _READ_METHODS = {"get", "__getitem__"}
 _CONTAINS_METHODS = {"__contains__"}
@@ -30,12 +32,15 @@ _ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
 # Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
 _PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
 
-_CONSEQUENCE = {
-    "store": "when the object dies the entry stays, and a new object that gets the address matches it",
-    "read": "a new object that gets a dead object's address finds the dead object's entry",
-    "saved": "a new object that gets the same address compares equal to the saved id",
-    "cached": "the cache keeps results for dead objects and hands them to new objects at the same address",
-}
+
+
+class Use(enum.Enum):
+    """What the code does with the id-derived key at a sink, and what goes wrong if stale."""
+
+    STORE = "when the object dies the entry stays, and a new object that gets the address matches it"
+    READ = "a new object that gets a dead object's address finds the dead object's entry"
+    SAVED = "a new object that gets the same address compares equal to the saved id"
+    CACHED = "the cache keeps results for dead objects and hands them to new objects at the same address"
 
 
 @dataclasses.dataclass
@@ -46,7 +51,7 @@ class Hit:
     node: ast.AST
     code: Code
     subject: str
-    kind: str  # "store", "read", "saved", "cached"
+    use: Use
     verdict: Verdict
     kept_alive: Optional[str] = None
 
@@ -165,7 +170,7 @@ class ModuleAnalyzer:
         if isinstance(target, ast.Subscript):
             key = self.reader.key(target.slice)
             if key is not None:
-                self._store(target, target.value, key, None)
+                self._store(target, target.value, key, target.slice, None)
             self.visit(target.value)
             self.visit(target.slice)
         elif isinstance(target, ast.Name):
@@ -187,7 +192,7 @@ class ModuleAnalyzer:
         elif isinstance(target, ast.Subscript):
             key = self.reader.key(target.slice)
             if key is not None:
-                self._store(target, target.value, key, value)
+                self._store(target, target.value, key, target.slice, value)
             else:
                 self._saved_id(target, value, statement)
             self.visit(target.value)
@@ -257,7 +262,7 @@ class ModuleAnalyzer:
             key = self.reader.key(node.slice)
             if key is not None:
                 verdict = self.judge.container(node.value, self.place)
-                self._hit(node, code_for(key, "mapping"), self._subject(node, key), "read", verdict)
+                self._hit(node, code_for(key, "mapping"), self._subject(node, key), Use.READ, verdict)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -267,7 +272,7 @@ class ModuleAnalyzer:
                 key = self.reader.key(left)
                 if key is not None:
                     verdict = self._membership_container(right)
-                    self._hit(node, code_for(key, "membership"), self._subject(node, key), "read", verdict)
+                    self._hit(node, code_for(key, "membership"), self._subject(node, key), Use.READ, verdict)
             left = right
         self.generic_visit(node)
 
@@ -295,16 +300,16 @@ class ModuleAnalyzer:
             return
         if method in _READ_METHODS:
             verdict = self.judge.container(receiver, self.place)
-            self._hit(call, code_for(key, "mapping"), self._subject(call, key), "read", verdict)
+            self._hit(call, code_for(key, "mapping"), self._subject(call, key), Use.READ, verdict)
         elif method in _CONTAINS_METHODS:
             verdict = self.judge.container(receiver, self.place)
-            self._hit(call, code_for(key, "membership"), self._subject(call, key), "read", verdict)
+            self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict)
         elif method in _STORE_METHODS:
             value = call.args[1] if len(call.args) > 1 else None
             appended = self._appended_to_result(call)
-            self._store(call, receiver, key, value, also_holding=appended)
+            self._store(call, receiver, key, argument, value, also_holding=appended)
         elif method in _ELEMENT_METHODS or method == "insert":
-            self._store(call, receiver, key, None, sink="element")
+            self._store(call, receiver, key, argument, None, sink="element")
 
     def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
         """``d.setdefault(id(x), []).append(x)``: the object appended to the entry."""
@@ -333,7 +338,7 @@ class ModuleAnalyzer:
                 False,
                 f"the functools cache of {qualified}() is keyed by {key.text} and lives as long as the function",
             )
-            self._hit(call, Code.KEY_BUILT_FROM_ID, render(call), "cached", verdict)
+            self._hit(call, Code.KEY_BUILT_FROM_ID, render(call), Use.CACHED, verdict)
             return
 
     def _creation(self, node: ast.expr) -> None:
@@ -354,7 +359,7 @@ class ModuleAnalyzer:
         if collection.is_mapping and key.objects and all(_holds(collection.entry_value, obj, self.place.flow) for obj in key.objects):
             kept = f"each entry holds {render(key.objects[0])} itself, so its id cannot be reused while the entry exists"
         subject = render(node)
-        self._hit(node, code_for(key, sink), subject, "store", verdict, kept)
+        self._hit(node, code_for(key, sink), subject, Use.STORE, verdict, kept)
 
     def visit_SetComp(self, node: ast.SetComp) -> None:
         self._creation(node)
@@ -372,13 +377,16 @@ class ModuleAnalyzer:
         node: ast.AST,
         container: ast.expr,
         key: KeyFacts,
+        key_node: ast.expr,
         value: Optional[ast.expr],
         also_holding: Optional[ast.expr] = None,
         sink: str = "mapping",
     ) -> None:
         verdict = self.judge.container(container, self.place)
-        kept = self._kept_alive(key, container, value, also_holding)
-        self._hit(node, code_for(key, sink), self._subject(node, key), "store", verdict, kept)
+        kept = self._kept_alive(node, key, container, value, also_holding)
+        if kept is None:
+            kept = self._pruned_in_finally(node, container, key_node)
+        self._hit(node, code_for(key, sink), self._subject(node, key), Use.STORE, verdict, kept)
 
     def _saved_id(self, target: ast.expr, value: Optional[ast.expr], statement: ast.stmt) -> None:
         """``self.owner_id = id(owner)``: an id kept in state that outlives the function."""
@@ -398,11 +406,11 @@ class ModuleAnalyzer:
             verdict = self.judge.container(target.value, self.place)
         if verdict.safe:
             return
-        kept = self._kept_alive(key, target, None, None)
-        self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", "saved", verdict, kept)
+        kept = self._kept_alive(statement, key, target, None, None)
+        self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", Use.SAVED, verdict, kept)
 
-    def _hit(self, node, code, subject, kind, verdict, kept=None) -> None:
-        self.hits.append(Hit(self.module, node, code, subject, kind, verdict, kept))
+    def _hit(self, node: ast.AST, code: Code, subject: str, use: Use, verdict: Verdict, kept: Optional[str] = None) -> None:
+        self.hits.append(Hit(self.module, node, code, subject, use, verdict, kept))
 
     @staticmethod
     def _subject(node: ast.AST, key: KeyFacts) -> str:
@@ -412,23 +420,36 @@ class ModuleAnalyzer:
     # ---- what keeps an object alive ----------------------------------------------------
 
     def _kept_alive(
-        self, key: KeyFacts, container: ast.expr, value: Optional[ast.expr], also_holding: Optional[ast.expr]
+        self,
+        sink: ast.AST,
+        key: KeyFacts,
+        container: ast.expr,
+        value: Optional[ast.expr],
+        also_holding: Optional[ast.expr],
     ) -> Optional[str]:
-        """Why every object of ``key`` outlives the entry, or None when nothing shows it."""
+        """Why every object of ``key`` outlives the entry, or None when nothing shows it.
+
+        A finalizer or a second holder counts only when it runs whenever the sink does: it
+        sits in the sink's own block or in a block around it (not in a branch beside it).
+        """
         if not key.objects:
             return None
         flow = self.place.flow
         reasons = []
+        root, _ = root_of(container)
         for obj in key.objects:
             shown = render(obj)
+            if same_expr(root, obj):
+                reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
+                continue
             if _holds(value, obj, flow) or _holds(also_holding, obj, flow):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
                 continue
-            finalizer = self._finalizer_pruning(obj, container)
+            finalizer = self._finalizer_pruning(sink, obj, container)
             if finalizer is not None:
                 reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
                 continue
-            sibling = self._sibling_holder(obj, container)
+            sibling = self._sibling_holder(sink, obj, container)
             if sibling is not None:
                 reasons.append(sibling)
                 continue
@@ -439,7 +460,7 @@ class ModuleAnalyzer:
         scope = self.place.scope
         return list(walk_same_scope(scope.node))
 
-    def _finalizer_pruning(self, obj: ast.expr, container: ast.expr) -> Optional[int]:
+    def _finalizer_pruning(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[int]:
         """The line of a ``weakref.finalize(obj, ...)`` (or ``weakref.ref(obj, callback)``)
         in this function whose callback mentions the container."""
         root, parts = root_of(container)
@@ -448,6 +469,8 @@ class ModuleAnalyzer:
             return None
         for node in self._function_nodes():
             if not isinstance(node, ast.Call) or len(node.args) < 2 or not same_expr(node.args[0], obj):
+                continue
+            if not self._runs_with(node, sink):
                 continue
             name = dotted(node.func) or ""
             if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
@@ -467,9 +490,44 @@ class ModuleAnalyzer:
         elif isinstance(callback, ast.Attribute) and self.place.method_owner(callback.value):
             name = f"{self.place.method_owner(callback.value)}.{callback.attr}"
         function = self.module.functions.get(name) if name else None
+        if function is None and isinstance(callback, ast.Name):
+            nested = (
+                node for node in self._function_nodes()
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == callback.id
+            )
+            function = next(nested, None)
         return function is not None and tail in render(function, limit=1_000_000)
 
-    def _sibling_holder(self, obj: ast.expr, container: ast.expr) -> Optional[str]:
+    def _pruned_in_finally(self, sink: ast.AST, container: ast.expr, key_node: ast.expr) -> Optional[str]:
+        """``s.add(key)`` then ``try: ... finally: s.discard(key)``: the entry lives only while
+        this call runs, and the call holds the object (a recursion guard)."""
+        for node in self._function_nodes():
+            if not isinstance(node, ast.Try) or not node.finalbody:
+                continue
+            inside = any(child is sink for statement in node.body for child in ast.walk(statement))
+            if not (inside or self._runs_with(node, sink)):
+                continue
+            for statement in node.finalbody:
+                for prune in ast.walk(statement):
+                    if self._prunes(prune, container, key_node):
+                        return (
+                            f"the finally block at line {prune.lineno} removes the entry, so it lives "
+                            "only while this call, which holds the object, runs"
+                        )
+        return None
+
+    @staticmethod
+    def _prunes(node: ast.AST, container: ast.expr, key_node: ast.expr) -> bool:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PRUNE_METHODS:
+            return bool(node.args) and same_expr(node.func.value, container) and same_expr(node.args[0], key_node)
+        if isinstance(node, ast.Delete):
+            return any(
+                isinstance(t, ast.Subscript) and same_expr(t.value, container) and same_expr(t.slice, key_node)
+                for t in node.targets
+            )
+        return False
+
+    def _sibling_holder(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[str]:
         """Another store in this function, into state with the same root (``self``, ``cls``,
         the same global), that holds the object: the state keeps it alive with the key."""
         root, _ = root_of(container)
@@ -487,10 +545,43 @@ class ModuleAnalyzer:
                     continue
                 holder_root, _ = root_of(target)
                 if isinstance(holder_root, ast.Name) and holder_root.id == root.id and _holds(value, obj, flow):
-                    if same_expr(target, container):
+                    if same_expr(target, container) or not self._runs_with(node, sink):
                         continue
                     return f"{render(target)} also holds {render(obj)} (line {node.lineno}), with the same lifetime as the key"
         return None
+
+
+    def _runs_with(self, node: ast.AST, sink: ast.AST) -> bool:
+        """Whether the statement of ``node`` sits in a block that also (directly or through
+        nesting) contains ``sink``: then both run, or neither (exceptions aside)."""
+        block = self._block_of(self._statement_of(node))
+        return block is not None and block in self._blocks_around(sink)
+
+    def _statement_of(self, node: ast.AST) -> ast.AST:
+        parents = self.module.parents
+        while not isinstance(node, ast.stmt) and node in parents:
+            node = parents[node]
+        return node
+
+    def _block_of(self, statement: ast.AST) -> Optional[tuple[ast.AST, str]]:
+        parent = self.module.parents.get(statement)
+        if parent is None:
+            return None
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and any(item is statement for item in block):
+                return (parent, field)
+        return None
+
+    def _blocks_around(self, node: ast.AST) -> list[tuple[ast.AST, str]]:
+        blocks = []
+        current = self._statement_of(node)
+        while current is not None and current is not self.place.scope.node:
+            block = self._block_of(current)
+            if block is not None:
+                blocks.append(block)
+            current = self.module.parents.get(current)
+        return blocks
 
 
 def _is_items_call(node: ast.expr) -> bool:
@@ -501,7 +592,7 @@ def judge_hits(hits: list[Hit], source_lines: dict[str, list[str]]) -> list[Find
     """Findings from every module's hits, judging reads by every store into the same state."""
     stores: dict[str, list[bool]] = {}
     for hit in hits:
-        if hit.kind == "store" and hit.verdict.identity:
+        if hit.use is Use.STORE and hit.verdict.identity:
             stores.setdefault(hit.verdict.identity, []).append(hit.kept_alive is not None or hit.verdict.safe)
     findings = []
     for hit in hits:
@@ -520,9 +611,9 @@ def _severity(hit: Hit, stores: dict[str, list[bool]]) -> tuple[Severity, str]:
     if hit.verdict.safe:
         return Severity.SAFE, hit.verdict.reason
     identity = hit.verdict.identity
-    if hit.kind == "read" and identity and stores.get(identity) and all(stores[identity]):
+    if hit.use is Use.READ and identity and stores.get(identity) and all(stores[identity]):
         return Severity.SAFE, f"every store into {identity} in the scanned files keeps its object alive"
-    return Severity.HAZARD, f"{hit.verdict.reason}; {_CONSEQUENCE[hit.kind]}"
+    return Severity.HAZARD, f"{hit.verdict.reason}; {hit.use.value}"
 
 
 def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> list[Hit]:

@@ -1,57 +1,18 @@
 """The place the analyzer stands at: module, scope and what the current function has bound
-so far. It answers the :class:`~harness.scan.keys.KeyEnvironment` questions.
+so far (:class:`~harness.scan.flow.FlowState`). It answers the
+:class:`~harness.scan.keys.KeyEnvironment` questions.
 """
 
 from __future__ import annotations
 
 import ast
-import dataclasses
 from typing import Optional
 
 from harness.scan.facts import IDENTITY_HASHED_ANNOTATIONS, Factory, ModuleFacts
+from harness.scan.flow import FlowState
 from harness.scan.keys import CollectionFacts, KeyFacts, KeyReader
 from harness.scan.scopes import Binding, Scope
 from harness.scan.syntax import dotted, render
-
-
-@dataclasses.dataclass
-class FlowState:
-    """Names the current function bound to id-derived values, in source order.
-
-    Flow-insensitive beyond order: the last assignment before a use wins, whatever branch it
-    sat in. ``holders`` are names bound to literals (``entry = (obj, meta)``) so that
-    ``d[id(obj)] = entry`` is seen to hold ``obj``.
-    """
-
-    keys: dict[str, KeyFacts] = dataclasses.field(default_factory=dict)
-    collections: dict[str, CollectionFacts] = dataclasses.field(default_factory=dict)
-    holders: dict[str, ast.expr] = dataclasses.field(default_factory=dict)
-
-    def bind(self, name: str, value: Optional[ast.expr], reader: KeyReader) -> None:
-        self.forget(name)
-        if value is None:
-            return
-        facts = reader.key(value)
-        if facts is not None:
-            self.keys[name] = facts
-            return
-        collection = reader.collection(value)
-        if collection is None and isinstance(value, ast.Name):
-            collection = self.collections.get(value.id)
-        if collection is not None:
-            self.collections[name] = collection
-            return
-        if isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
-            self.holders[name] = value
-
-    def bind_key(self, name: str, facts: KeyFacts) -> None:
-        self.forget(name)
-        self.keys[name] = facts
-
-    def forget(self, name: str) -> None:
-        self.keys.pop(name, None)
-        self.collections.pop(name, None)
-        self.holders.pop(name, None)
 
 
 class Place:

@@ -13,6 +13,7 @@ import ast
 import dataclasses
 from typing import Iterator, Optional
 
+from harness.scan.flow import FlowState
 from harness.scan.keys import KeyFacts, KeyKind
 from harness.scan.scopes import Scope, ScopeKind, build_scopes
 from harness.scan.syntax import dotted, parent_map, render, walk_same_scope
@@ -114,6 +115,9 @@ class ModuleFacts:
                 name = self.callee_qualname(node, self.scope_of(node))
                 if name is not None:
                     self.call_sites.setdefault(name, []).append((node, self.scope_of(node)))
+                    if name in self.classes:
+                        # Calling a class runs its __init__ with these arguments.
+                        self.call_sites.setdefault(f"{name}.__init__", []).append((node, self.scope_of(node)))
 
     def callee_qualname(self, call: ast.Call, scope: Scope) -> Optional[str]:
         """``f`` for ``f(...)``; ``Class.m`` for ``self.m(...)``, ``cls.m(...)`` inside Class,
@@ -184,12 +188,12 @@ def _returns_identity(function: ast.FunctionDef) -> bool:
 def find_factories(modules: list[ModuleFacts], place_for) -> dict[str, Factory]:
     """Every key factory among the modules' functions and methods.
 
-    ``place_for(module, scope, flow)`` builds the key-reading environment. Factories that
+    ``place_for(module, scope, flow, factories)`` builds the key-reading environment
+    (a :class:`~harness.scan.environment.Place`; passed in because that module builds on
+    this one). Factories that
     call factories are found by repeating until nothing new turns up.
     """
     factories: dict[str, Factory] = {}
-    from harness.scan.environment import FlowState  # local: environment imports this module
-
     for _ in range(4):
         before = len(factories)
         for module in modules:
@@ -255,8 +259,6 @@ def _returned_key(body: list[ast.stmt], place, flow) -> Optional[KeyFacts]:
 def find_id_attributes(module: ModuleFacts, place_for, factories: dict[str, Factory]) -> None:
     """Fill ``module.id_attributes``: ``self.attr = id(...)`` (or a key built from ids) in
     any method makes later ``self.attr`` reads in that class id-derived keys."""
-    from harness.scan.environment import FlowState  # local: environment imports this module
-
     for scope in module.function_scopes():
         if not scope.class_name or not scope.bound_param or isinstance(scope.node, ast.Lambda):
             continue

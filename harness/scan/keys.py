@@ -110,7 +110,7 @@ class KeyReader:
             # ``id(g) if g is not None else None``: a key whenever either branch is one.
             facts = self.key(node.body) or self.key(node.orelse)
             return facts
-        if isinstance(node, ast.Starred):
+        if isinstance(node, (ast.Starred, ast.NamedExpr)):
             return self.key(node.value)
         return None
 

@@ -63,11 +63,20 @@ _MEMO_PARAMS = {"memo", "_memo", "memodict", "memo_dict"}
 _COPY_PROTOCOL = {"__deepcopy__", "__copy__", "deepcopy", "_deepcopy", "__reduce_ex__"}
 
 
-@dataclasses.dataclass(frozen=True)
-class Destination:
+class Goes(enum.Enum):
     """Where a value goes once its expression is evaluated."""
 
-    kind: str  # "temporary", "returned", "stored", "name", "captured"
+    TEMPORARY = "used within the expression (or passed to a call)"
+    RETURNED = "returned or yielded"
+    STORED = "stored in a container or attribute"
+    NAME = "bound to a name"
+
+
+@dataclasses.dataclass(frozen=True)
+class Destination:
+    """Where a value goes, and the statement or call that sends it there."""
+
+    kind: Goes
     node: ast.AST
     target: Optional[ast.expr] = None
     name: str = ""
@@ -101,7 +110,7 @@ def destinations(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[Destina
     while True:
         parent = parents.get(current)
         if parent is None:
-            return [Destination("temporary", current)]
+            return [Destination(Goes.TEMPORARY, current)]
         if isinstance(parent, (ast.BinOp, ast.BoolOp, ast.Starred, ast.Await, ast.Tuple, ast.List, ast.Set, ast.Dict)):
             current = parent
             continue
@@ -121,40 +130,40 @@ def destinations(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[Destina
                     current = parent
                     continue
                 if name in MUTATORS:
-                    return [Destination("stored", parent, target=parent.func.value)]
+                    return [Destination(Goes.STORED, parent, target=parent.func.value)]
             # Passed to a call: the callee uses it for the call; a callee that keeps it is
             # judged where it stores it, if the callee is scanned too.
-            return [Destination("temporary", parent)]
+            return [Destination(Goes.TEMPORARY, parent)]
         if isinstance(parent, ast.Attribute) and parent.value is current:
             call = parents.get(parent)
             if parent.attr in _FLOWING_METHODS and isinstance(call, ast.Call) and call.func is parent:
                 current = call
                 continue
-            return [Destination("temporary", parent)]
+            return [Destination(Goes.TEMPORARY, parent)]
         if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and current is parent.value:
             targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
             return [_destination_of_target(target, parent) for target in targets]
         if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)):
-            return [Destination("returned", parent)]
+            return [Destination(Goes.RETURNED, parent)]
         if isinstance(parent, ast.Lambda):
-            return [Destination("returned", parent)]
+            return [Destination(Goes.RETURNED, parent)]
         if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) and current is parent.elt:
             current = parent
             continue
         if isinstance(parent, ast.DictComp) and current in (parent.key, parent.value):
             current = parent
             continue
-        return [Destination("temporary", parent)]
+        return [Destination(Goes.TEMPORARY, parent)]
 
 
 def _destination_of_target(target: ast.expr, statement: ast.AST) -> Destination:
     if isinstance(target, ast.Name):
-        return Destination("name", statement, target=target, name=target.id)
+        return Destination(Goes.NAME, statement, target=target, name=target.id)
     if isinstance(target, ast.Subscript):
-        return Destination("stored", statement, target=target.value)
+        return Destination(Goes.STORED, statement, target=target.value)
     if isinstance(target, ast.Attribute):
-        return Destination("stored", statement, target=target)
-    return Destination("temporary", statement)
+        return Destination(Goes.STORED, statement, target=target)
+    return Destination(Goes.TEMPORARY, statement)
 
 
 class LifetimeJudge:
@@ -176,38 +185,48 @@ class LifetimeJudge:
         name = root.id
         scope = place.scope
         binding, owner = scope.resolve(name)
-        attribute = parts[0] if parts and parts[0] != "[]" else None
+        # The attribute path up to the first subscript names the container across files:
+        # cls.registry[k] and Manager.registry[k] are both "Manager.registry".
+        path = ".".join(parts[: parts.index("[]")] if "[]" in parts else parts)
         if owner.bound_param == name and binding in (Binding.PARAM, Binding.CLOSURE):
             holder = owner.class_name
-            identity = f"{holder}.{attribute}" if attribute else None
+            identity = f"{holder}.{path}" if path else None
             if owner.binds_class:
-                return Verdict(Lifetime.CLASS, False, f"class attribute {holder}.{attribute or ''} lives as long as the class", identity)
+                return Verdict(Lifetime.CLASS, False, f"class attribute {holder}.{path} lives as long as the class", identity)
             return Verdict(Lifetime.INSTANCE, False, f"{shown} lives as long as the {holder} instance, which can outlive the object", identity)
         if binding is Binding.MODULE:
-            if attribute and name in place.module.classes:
-                return Verdict(Lifetime.CLASS, False, f"class attribute {name}.{attribute} lives as long as the class", f"{name}.{attribute}")
-            if attribute:
-                return Verdict(Lifetime.GLOBAL_OBJECT, False, f"{shown} belongs to module-level {name}, which lives for the whole process", f"{name}.{attribute}")
+            if path and name in place.module.classes:
+                return Verdict(Lifetime.CLASS, False, f"class attribute {name}.{path} lives as long as the class", f"{name}.{path}")
+            if path:
+                return Verdict(Lifetime.GLOBAL_OBJECT, False, f"{shown} belongs to module-level {name}, which lives for the whole process", f"{name}.{path}")
             kind = "module-level" if name in place.module.module_scope.assigned else "global"
             return Verdict(Lifetime.MODULE, False, f"{kind} {shown} lives for the whole process", f"{place.module.path}::{name}")
         if binding is Binding.CLASS_BODY:
-            return Verdict(Lifetime.CLASS, False, f"class attribute {scope.name}.{name} lives as long as the class", f"{scope.name}.{name}")
+            identity = f"{scope.name}.{name}" + (f".{path}" if path else "")
+            return Verdict(Lifetime.CLASS, False, f"class attribute {scope.name}.{name} lives as long as the class", identity)
         if binding is Binding.CLOSURE:
-            return Verdict(Lifetime.CLOSURE, False, f"{shown} is a variable of {owner.name}() captured by {scope.name}(), so it lives as long as that function object")
+            identity = f"{place.module.path}::{owner.qualname}:{name}" + (f".{path}" if path else "")
+            return Verdict(
+                Lifetime.CLOSURE, False,
+                f"{shown} is a variable of {owner.name}() captured by {scope.name}(), so it lives as long as that function object",
+                identity,
+            )
         if binding is Binding.PARAM:
             return self._parameter(name, owner, place, shown, depth)
-        return self._local(name, owner, place, shown, depth)
+        return self._local(name, owner, place, shown, depth, path)
 
     def _parameter(self, name: str, scope: Scope, place: Place, shown: str, depth: int) -> Verdict:
         if name in _MEMO_PARAMS or scope.name in _COPY_PROTOCOL:
             return Verdict(Lifetime.PARAM, True, f"{shown} is a copy-protocol memo, which lives for one copy call")
         callers = place.module.call_sites.get(self._qualified(scope), [])
-        if callers and depth < 3:
+        # Recursive calls alone prove nothing: some caller outside the function must start it.
+        if any(caller_scope is not scope for _, caller_scope in callers) and depth < 3:
             judged = [self._caller_argument(call, caller_scope, scope, name, place, depth) for call, caller_scope in callers]
             if all(verdict is not None and verdict.safe for verdict in judged):
                 lines = ", ".join(str(call.lineno) for call, _ in callers)
                 return Verdict(Lifetime.PARAM, True, f"parameter {name}: every caller in this file passes a container that dies with it (line {lines})")
-        return Verdict(Lifetime.PARAM, False, f"parameter {shown} is the caller's container, so its lifetime cannot be seen here")
+        part = f"{shown} belongs to parameter {name}" if shown != name else f"parameter {name}"
+        return Verdict(Lifetime.PARAM, False, f"{part}, the caller's container, so its lifetime cannot be seen here")
 
     @staticmethod
     def _qualified(scope: Scope) -> str:
@@ -229,7 +248,7 @@ class LifetimeJudge:
             return Verdict(Lifetime.PARAM, True, "recursion")
         return self.container(argument, place.at(caller_scope), depth + 1)
 
-    def _local(self, name: str, scope: Scope, place: Place, shown: str, depth: int) -> Verdict:
+    def _local(self, name: str, scope: Scope, place: Place, shown: str, depth: int, path: str) -> Verdict:
         for value in scope.values.get(name, []):
             if value is UNTRACKED:
                 return Verdict(Lifetime.UNKNOWN, False, f"{shown}: local {name} is bound by a loop, with or import, so what it refers to cannot be seen here")
@@ -240,11 +259,12 @@ class LifetimeJudge:
             aliased = self.container(value, place.at(scope), depth + 1)
             if aliased.lifetime in (Lifetime.TEMPORARY, Lifetime.LOCAL) and aliased.safe:
                 continue
+            identity = aliased.identity + (f".{path}" if path else "") if aliased.identity else None
             return Verdict(
                 aliased.lifetime,
                 aliased.safe,
                 f"local {name} refers to {render(value)} (line {value.lineno}): {aliased.reason}",
-                aliased.identity,
+                identity,
             )
         escape = self.escape(name, scope, place)
         if escape is not None:
@@ -286,14 +306,14 @@ class LifetimeJudge:
 
     def _destination_escapes(self, destination: Destination, scope: Scope, place: Place, seen: set) -> Optional[str]:
         line = getattr(destination.node, "lineno", "?")
-        if destination.kind == "returned":
+        if destination.kind is Goes.RETURNED:
             return f"returned at line {line}"
-        if destination.kind == "stored":
+        if destination.kind is Goes.STORED:
             verdict = self.container(destination.target, place.at(scope), depth=1)
             if verdict.safe:
                 return None
             return f"stored in {render(destination.target)} at line {line} ({verdict.reason})"
-        if destination.kind == "name":
+        if destination.kind is Goes.NAME:
             binding, owner = scope.resolve(destination.name)
             if binding in (Binding.LOCAL, Binding.PARAM) and owner is scope:
                 inner = self.escape(destination.name, scope, place, seen)
@@ -311,13 +331,13 @@ class LifetimeJudge:
 
     def _judge_destination(self, destination: Destination, place: Place) -> Verdict:
         line = getattr(destination.node, "lineno", "?")
-        if destination.kind == "returned":
+        if destination.kind is Goes.RETURNED:
             return Verdict(Lifetime.RETURNED, False, f"it is returned to the caller at line {line}, who may keep it")
-        if destination.kind == "stored":
+        if destination.kind is Goes.STORED:
             verdict = self.container(destination.target, place)
             prefix = f"it is stored in {render(destination.target)} (line {line})"
             return dataclasses.replace(verdict, reason=f"{prefix}: {verdict.reason}")
-        if destination.kind == "name":
+        if destination.kind is Goes.NAME:
             return self.container(destination.target, place)
         return Verdict(Lifetime.TEMPORARY, True, "it is a temporary used only within the expression")
 

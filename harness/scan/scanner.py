@@ -10,6 +10,7 @@ import ast
 import dataclasses
 import io
 import os
+import re
 import tokenize
 from typing import Iterable
 
@@ -24,6 +25,10 @@ from harness.scan.suppression import read_suppressions
 # Directories never entered when a directory is scanned: caches, virtual environments and
 # version-control data are not the project's code.
 _SKIPPED_DIRECTORIES = {"__pycache__", "node_modules", "site-packages"}
+# A file that never spells id or hash cannot make an id-derived key itself; it is analyzed
+# only if it calls a key factory found elsewhere. Skipping the rest keeps big trees fast.
+_SPELLS_IDENTITY = re.compile(rb"\b(id|hash)\b")
+_SUPPRESSION_MARKER = b"id-hazard"
 
 
 @dataclasses.dataclass
@@ -82,7 +87,7 @@ def _decoded_lines(source: bytes) -> list[str]:
 
 def _unparsed(path: str, error: Exception, lines: list[str]) -> Finding:
     line = getattr(error, "lineno", None) or 1
-    col = getattr(error, "offset", None) or 1
+    col = max(1, getattr(error, "offset", None) or 1)
     reason = getattr(error, "msg", None) or str(error)
     snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     return Finding(
@@ -99,28 +104,32 @@ def scan_paths(paths: Iterable[str]) -> ScanResult:
     """Scan every Python file under ``paths`` together (key factories and the stores into
     shared registries are matched across files)."""
     files = python_files(paths)
-    modules: list[ModuleFacts] = []
     findings: list[Finding] = []
     sources: dict[str, bytes] = {}
     lines: dict[str, list[str]] = {}
+    trees: dict[str, ast.Module] = {}
     for path in files:
         with open(path, "rb") as handle:
             source = handle.read()
         sources[path] = source
         lines[path] = _decoded_lines(source)
         try:
-            tree = ast.parse(source, filename=path)
+            trees[path] = ast.parse(source, filename=path)
         except (SyntaxError, ValueError, UnicodeDecodeError) as error:
             findings.append(_unparsed(path, error, lines[path]))
-            continue
-        modules.append(ModuleFacts(path, tree))
 
+    modules = [ModuleFacts(path, tree) for path, tree in trees.items() if _SPELLS_IDENTITY.search(sources[path])]
     factories = find_factories(modules, _place_for)
+    factory_names = {name.rsplit(".", 1)[-1].encode() for name in factories}
+    analyzed = {module.path for module in modules}
+    for path, tree in trees.items():
+        if path not in analyzed and any(name in sources[path] for name in factory_names):
+            modules.append(ModuleFacts(path, tree))
     for module in modules:
         find_id_attributes(module, _place_for, factories)
     findings.extend(judge_hits(analyze(modules, factories), lines))
 
-    kept, suppressed = _apply_suppressions(findings, sources, lines, {m.path for m in modules})
+    kept, suppressed = _apply_suppressions(findings, sources, lines, set(trees))
     kept.sort(key=Finding.sort_key)
     return ScanResult(kept, len(files), suppressed)
 
@@ -130,7 +139,7 @@ def _apply_suppressions(
 ) -> tuple[list[Finding], int]:
     kept: list[Finding] = []
     suppressed = 0
-    by_file = {path: read_suppressions(sources[path]) for path in parsed}
+    by_file = {path: read_suppressions(sources[path]) for path in parsed if _SUPPRESSION_MARKER in sources[path]}
     for finding in findings:
         suppression = by_file.get(finding.path, {}).get(finding.line)
         if suppression is not None and suppression.reason is not None and finding.code is not Code.FILE_NOT_PARSED:

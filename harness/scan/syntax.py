@@ -24,6 +24,9 @@ def same_expr(a: ast.AST, b: ast.AST) -> bool:
     return ast.dump(a) == ast.dump(b)
 
 
+_ITEM_ACCESSORS = {"setdefault", "get", "__getitem__"}
+
+
 def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
     """Strip attribute and subscript access: ``self.a[k].b`` gives ``(self, ["a", "[]", "b"])``.
 
@@ -39,6 +42,10 @@ def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
         elif isinstance(node, ast.Subscript):
             parts.append("[]")
             node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ITEM_ACCESSORS:
+            # d.setdefault(k, set()) and d.get(k) reach into d just like d[k]
+            parts.append("[]")
+            node = node.func.value
         else:
             break
     parts.reverse()
@@ -78,7 +85,6 @@ def parent_map(tree: ast.AST) -> dict[ast.AST, ast.AST]:
 
 
 SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-FUNCTION_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
 def walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
@@ -91,10 +97,3 @@ def walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
         if not isinstance(child, SCOPE_NODES):
             stack.extend(ast.iter_child_nodes(child))
 
-
-def contains_text(haystack: ast.AST, needle: str) -> bool:
-    """Whether ``needle`` appears in the source text of ``haystack``."""
-    try:
-        return needle in ast.unparse(haystack)
-    except Exception:
-        return False

@@ -1,0 +1,86 @@
+"""The collective precheck: ranks compare each collective's shape out of band before issuing it.
+
+Before its k-th collective of a case, a rank publishes (op, group, reduce op, shapes, dtypes) in
+the store under position k and waits, with the deadline, until every peer of that group has
+published its own position k. Any difference, or a peer that ended the case with fewer
+collectives, raises :class:`CollectiveMismatch` on the spot: nothing mismatched reaches gloo,
+which aborts the process on a size mismatch and waits out its timeout on a kind mismatch
+(both measured here on torch 2.13). So a rank whose id bookkeeping fires an extra all-reduce
+turns into a prompt cross-rank failure naming position k on every rank, and the group stays
+usable for the next case.
+
+Call sites are deliberately not part of the precheck: an extra collective of the *same* shape
+passes it, pairs with the peer's next collective (what gloo and NCCL do), and corrupts data the
+way the real bug did; the reference oracle then sees the corruption and the ledger comparison
+after the case names the call sites. Point-to-point ops are not prechecked.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+from harness.errors import DeadlineExceeded, HarnessError
+
+_POINT_TO_POINT = ("send", "recv")
+
+
+class CollectiveMismatch(HarnessError):
+    pass
+
+
+def _shape_signature(entry: dict) -> dict:
+    return {"op": entry["op"], "group": entry["group"], "reduce": entry.get("reduce"),
+            "shapes": entry["shapes"], "dtypes": entry["dtypes"]}
+
+
+def _describe(sig: dict, sites=None) -> str:
+    shapes = ",".join("x".join(map(str, s)) or "scalar" for s in sig["shapes"])
+    red = f" {sig['reduce']}" if sig.get("reduce") else ""
+    where = f" at {sites[0]}" if sites else ""
+    return f"{sig['op']}{red} {'/'.join(sig['dtypes'][:1])}[{shapes}]{where}"
+
+
+class CollectivePrecheck:
+    """One rank's side. Positions are per case; at the case's end a rank writes an end marker at
+    the position after its last collective, so a peer waiting there learns it at once."""
+
+    def __init__(self, store, rank: int, deadline_s: float):
+        self.store = store
+        self.rank = rank
+        self.deadline_s = deadline_s
+        self.prefix = None
+        self.store.set_timeout(datetime.timedelta(seconds=deadline_s))
+
+    def begin_case(self, token: str) -> None:
+        self.prefix = f"pc/{token}/"
+
+    def end_case(self, count: int) -> None:
+        if self.prefix is not None:
+            self.store.set(f"{self.prefix}{count}/{self.rank}", json.dumps({"end": count}))
+        self.prefix = None
+
+    def __call__(self, entry: dict) -> None:
+        if self.prefix is None or entry["op"] in _POINT_TO_POINT:
+            return
+        k = entry["seq"]
+        mine = _shape_signature(entry)
+        self.store.set(f"{self.prefix}{k}/{self.rank}", json.dumps({"sig": mine, "sites": entry["sites"][:2]}))
+        for peer in entry["group"]:
+            if peer == self.rank:
+                continue
+            try:
+                theirs = json.loads(self.store.get(f"{self.prefix}{k}/{peer}"))   # blocks up to the deadline
+            except Exception as exc:   # the store's timeout (DistStoreError)
+                if "timeout" not in str(exc).lower() and "timed out" not in str(exc).lower():
+                    raise
+                raise DeadlineExceeded(f"collective #{k} {_describe(mine)}: rank {peer} did not reach it",
+                                       self.deadline_s, entry["sites"][0] if entry["sites"] else "") from None
+            if "end" in theirs:
+                raise CollectiveMismatch(
+                    f"rank {self.rank} issues collective #{k} {_describe(mine, entry['sites'])}, but rank {peer} "
+                    f"ended the case after {theirs['end']} collectives: rank {self.rank} has an extra collective")
+            if theirs["sig"] != mine:
+                raise CollectiveMismatch(
+                    f"collective #{k} differs between ranks: rank {self.rank} issues "
+                    f"{_describe(mine, entry['sites'])}; rank {peer} issues {_describe(theirs['sig'], theirs['sites'])}")
