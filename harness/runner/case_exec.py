@@ -238,6 +238,9 @@ def _classify(exc: BaseException) -> str:
     return "error"
 
 
-def _short_tb(exc: BaseException, limit: int = 8) -> str:
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return "".join(lines[-limit:]).rstrip()
+def _short_tb(exc: BaseException, limit: int = 6) -> str:
+    """The stack under test's frames of the traceback (the harness's own frames trimmed)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "/harness/runner/" not in f.filename and "/harness/idreuse/" not in f.filename
+              and "/contextlib.py" not in f.filename]
+    return "".join(traceback.format_list(frames[-limit:])).rstrip()

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import sys
+import sysconfig
 import threading
 
 import torch
@@ -24,8 +25,9 @@ _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_sc
                 "broadcast", "barrier", "all_to_all_single", "reduce", "gather", "scatter", "send", "recv")
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB_DIR = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
 _SKIP_DIRS = (_TORCH_DIR, os.path.join(_HARNESS_DIR, "runner") + os.sep, os.path.join(_HARNESS_DIR, "idreuse") + os.sep,
-              os.path.join(_HARNESS_DIR, "faults") + os.sep)
+              os.path.join(_HARNESS_DIR, "faults") + os.sep, _STDLIB_DIR)
 
 
 def _short(path: str) -> str:
@@ -41,7 +43,7 @@ def call_sites(limit: int = 6) -> list[str]:
     frame = sys._getframe(2)
     while frame is not None and len(sites) < limit:
         fn = frame.f_code.co_filename
-        if not fn.startswith(_SKIP_DIRS) and "<frozen" not in fn and "/_pytest/" not in fn and "/pluggy/" not in fn:
+        if not os.path.realpath(fn).startswith(_SKIP_DIRS) and not fn.startswith(_SKIP_DIRS) and "<frozen" not in fn and "/_pytest/" not in fn and "/pluggy/" not in fn:
             sites.append(f"{_short(fn)}:{frame.f_lineno} {frame.f_code.co_name}")
         frame = frame.f_back
     return sites

@@ -37,7 +37,7 @@ def _shape_signature(entry: dict) -> dict:
 def _describe(sig: dict, sites=None) -> str:
     shapes = ",".join("x".join(map(str, s)) or "scalar" for s in sig["shapes"])
     red = f" {sig['reduce']}" if sig.get("reduce") else ""
-    where = f" at {sites[0]}" if sites else ""
+    where = f" at {' <- '.join(sites)}" if sites else ""
     return f"{sig['op']}{red} {'/'.join(sig['dtypes'][:1])}[{shapes}]{where}"
 
 
@@ -65,7 +65,7 @@ class CollectivePrecheck:
             return
         k = entry["seq"]
         mine = _shape_signature(entry)
-        self.store.set(f"{self.prefix}{k}/{self.rank}", json.dumps({"sig": mine, "sites": entry["sites"][:2]}))
+        self.store.set(f"{self.prefix}{k}/{self.rank}", json.dumps({"sig": mine, "sites": entry["sites"][:4]}))
         for peer in entry["group"]:
             if peer == self.rank:
                 continue
@@ -78,9 +78,9 @@ class CollectivePrecheck:
                                        self.deadline_s, entry["sites"][0] if entry["sites"] else "") from None
             if "end" in theirs:
                 raise CollectiveMismatch(
-                    f"rank {self.rank} issues collective #{k} {_describe(mine, entry['sites'])}, but rank {peer} "
+                    f"rank {self.rank} issues collective #{k} {_describe(mine, entry['sites'][:4])}, but rank {peer} "
                     f"ended the case after {theirs['end']} collectives: rank {self.rank} has an extra collective")
             if theirs["sig"] != mine:
                 raise CollectiveMismatch(
-                    f"collective #{k} differs between ranks: rank {self.rank} issues "
-                    f"{_describe(mine, entry['sites'])}; rank {peer} issues {_describe(theirs['sig'], theirs['sites'])}")
+                    f"collective #{k} differs between ranks:\n  rank {self.rank}: "
+                    f"{_describe(mine, entry['sites'][:4])}\n  rank {peer}: {_describe(theirs['sig'], theirs['sites'])}")
