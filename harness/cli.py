@@ -55,7 +55,11 @@ def build_config(args):
                     world_size=world, options=options, case_expr=args.cases, isolation=not args.no_isolation,
                     json_path=args.json, junit_path=args.junit, artifacts_dir=args.artifacts)
     cfg.validate()
-    cfg.cases = resolve_cases(args.cases, args.case_file)
+    from harness.stacks import load_stack
+
+    # Fail early, before any rank starts, on a stack that cannot load here.
+    stack = load_stack(cfg.sut, cfg.sut_options or None)
+    cfg.cases = resolve_cases(args.cases, args.case_file, stack)
     return cfg, spmd
 
 
@@ -69,11 +73,6 @@ def cmd_run(args) -> int:
         for c in cfg.cases:
             print(c.name)
         return 0
-    # Fail early, before any rank starts, on a stack that cannot load here.
-    if cfg.launcher != "inproc" or True:
-        from harness.stacks import load_stack
-        load_stack(cfg.sut, cfg.sut_options or None)
-
     printed = [0]
 
     def on_case(report):

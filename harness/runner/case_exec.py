@@ -150,7 +150,8 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
             result.reuse_examples += [f"model {m}: {new} took the id of dead {old}" for new, old in events[:4]]
             phases["stack"] += time.perf_counter() - t0
             t0 = time.perf_counter()
-            expected = expected_model(case, options.run_seed, world_size, rank, m) if options.check_reference else None
+            reference = getattr(stack, "expected_model", expected_model)
+            expected = reference(case, options.run_seed, world_size, rank, m) if options.check_reference else None
             phases["reference"] += time.perf_counter() - t0
             for t in range(case.steps):
                 LEDGER.progress()

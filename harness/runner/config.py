@@ -69,8 +69,13 @@ def load_case_file(path: str) -> list[CaseSpec]:
     return [CaseSpec.from_dict(item) for item in items]
 
 
-def resolve_cases(case_expr: str | None, case_file: str | None = None) -> list[CaseSpec]:
-    cases = load_case_file(case_file) if case_file else builtin_cases()
+def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=None) -> list[CaseSpec]:
+    if case_file:
+        cases = load_case_file(case_file)
+    elif stack is not None and hasattr(stack, "builtin_cases"):
+        cases = stack.builtin_cases()
+    else:
+        cases = builtin_cases()
     if case_expr and any(c.name == case_expr for c in cases):
         return [c for c in cases if c.name == case_expr]
     chosen = select_cases(cases, case_expr)

@@ -44,6 +44,7 @@ class ModelSpec:
     userbuffers: bool = False          # tensor-parallel layers with Userbuffers-style overlap
     tp_layout: str = "column"          # "column" or "row" (userbuffers models only)
     bias: bool = False
+    scaling: str = "delayed"           # "delayed" (TE's recipe); other stacks may offer e.g. "tensorwise"
 
 
 @dataclasses.dataclass
@@ -99,6 +100,11 @@ class Stack(Protocol):
     def reuse_targets(self, model: Any) -> list:
         """Objects whose ``id()`` the stack may key state on (e.g. every FP8 weight's ``_data``)."""
 
+    # Optional: def expected_model(self, case, run_seed, world_size, rank, model_index)
+    # -> harness.reference.ExpectedModel -- the stack's own reference when its scaling is not
+    # TE's delayed scaling (the default reference).
+    # Optional: def builtin_cases(self) -> list[CaseSpec] -- the cases `run` selects from for
+    # this stack when no --case-file is given (default: harness.case.catalog.builtin_cases()).
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.
