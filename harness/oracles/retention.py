@@ -12,28 +12,38 @@ from harness.idreuse.tracker import TrackedObject
 
 
 def registry_sizes(registries: dict) -> dict[str, dict]:
-    """Per registry: entries (leaves) and tensor bytes reachable through its containers."""
+    """Per registry: entries and the bytes of the tensors it reaches.
+
+    Entries are the registry's own items plus the items of the lists, sets and dicts directly
+    under them (a dict of buffers counts every meta in every buffer); tuples count as one item.
+    """
     sizes = {}
     for name, reg in registries.items():
-        entries, nbytes, seen = 0, 0, set()
-        stack = [(reg, 0)]
-        while stack:
-            obj, depth = stack.pop()
-            if id(obj) in seen or depth > 6:
-                continue
-            seen.add(id(obj))
-            if isinstance(obj, dict):
-                stack.extend((v, depth + 1) for v in obj.values())
-                entries += len(obj) if depth == 0 else 0
-            elif isinstance(obj, (list, tuple, set, frozenset)):
-                stack.extend((v, depth + 1) for v in obj)
-                entries += len(obj) if depth > 0 or not isinstance(reg, dict) else 0
-            elif isinstance(obj, torch.Tensor):
-                nbytes += obj.numel() * obj.element_size()
-            elif hasattr(obj, "__dict__") and depth < 6:
-                stack.extend((v, depth + 1) for v in vars(obj).values())
-        sizes[name] = {"entries": entries, "bytes": nbytes}
+        items = list(reg.values()) if isinstance(reg, dict) else list(reg) if isinstance(reg, (list, set, frozenset)) else []
+        entries = len(items)
+        for v in items:
+            if isinstance(v, (list, set, frozenset, dict)):
+                entries += len(v)
+        sizes[name] = {"entries": entries, "bytes": _tensor_bytes(reg)}
     return sizes
+
+
+def _tensor_bytes(root) -> int:
+    nbytes, seen, stack = 0, set(), [(root, 0)]
+    while stack:
+        obj, depth = stack.pop()
+        if id(obj) in seen or depth > 6:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            nbytes += obj.numel() * obj.element_size()
+        elif isinstance(obj, dict):
+            stack.extend((v, depth + 1) for v in obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend((v, depth + 1) for v in obj)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            stack.extend((v, depth + 1) for v in vars(obj).values())
+    return nbytes
 
 
 def retained_state(objects: list[TrackedObject], parked_ids: set[int]) -> tuple[int, int]:

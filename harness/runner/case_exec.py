@@ -211,9 +211,9 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
     grew = growth(sizes_before, sizes_after)
     result.retention = {"growth": grew, "retained_tensors": retained[0], "retained_bytes": retained[1]}
     if grew and retained[0]:
-        names = ", ".join(f"{k} +{v['entries']} entries/+{v['bytes']} B" for k, v in grew.items())
-        line = (f"registries grew during the case and keep {retained[0]} tensors ({retained[1]} B) of dead models "
-                f"alive: {names}")
+        names = ", ".join(f"{k} +{v['entries']} entries (+{v['bytes']} B)" for k, v in grew.items())
+        line = (f"{retained[0]} tensors ({retained[1]} B) of this case's dead models stay alive; "
+                f"registries grew by: {names}")
         if options.strict:
             result.failures.append(Failure("retention", line, rank=rank))
         else:

@@ -30,7 +30,7 @@ from harness.errors import HarnessError, SetupError
 from harness.oracles.crossrank import first_divergence, scale_disagreement
 from harness.oracles.findings import Failure
 from harness.oracles.isolation import compare_runs
-from harness.report.model import RunReport, verdict
+from harness.report.model import CaseReport, RunReport, verdict
 from harness.runner import messages as msg
 from harness.runner.case_exec import RankResult
 from harness.runner.config import RunConfig
@@ -404,53 +404,89 @@ def judge(case, results: dict, group_failures: list, isolated: dict | None, worl
     return failures
 
 
-def run_controlled(cfg: RunConfig, on_case=None) -> RunReport:
-    from harness.runner.inproc import repro_for
+class CaseSession:
+    """A persistent rank group for one run configuration, and the cases sent to it one by one.
 
+    Used by ``run_controlled`` (the CLI) and by the pytest plugin (one test, one case). The group
+    is started on first use; after a case that leaves communication in doubt (a cross-rank,
+    liveness or error failure) it is recycled in place, and respawned when a rank died or hung
+    or when in-place recycling fails. Start-up is retried at most twice.
+    """
+
+    MAX_START_ATTEMPTS = 3
+
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.group: RankGroup | None = None
+        self.index = 0
+        self.groups_started = 0
+
+    def _ensure_group(self) -> RankGroup:
+        if self.group is not None:
+            return self.group
+        last = None
+        for _ in range(self.MAX_START_ATTEMPTS):
+            try:
+                self.group = RankGroup(self.cfg).start()
+                self.groups_started += 1
+                return self.group
+            except SetupError as exc:
+                last = exc
+        raise last
+
+    def run(self, case) -> "CaseReport":
+        from harness.runner.inproc import repro_for
+
+        cfg = self.cfg
+        group = self._ensure_group()
+        index = self.index
+        self.index += 1
+        outcome = group.run_case(index, case, cfg.options)
+        isolated = None
+        if cfg.isolation and not outcome.broken:
+            iso = group.run_isolated(index, case, cfg.options)
+            if iso.broken:
+                outcome.failures.append(Failure("isolation", "the isolated run of this case broke its group:\n"
+                                                + "\n".join(f.line() for f in iso.failures)))
+                outcome.broken = True
+            isolated = iso.results
+        failures = judge(case, outcome.results, outcome.failures, isolated, cfg.world_size)
+        res = list(outcome.results.values())
+        report = verdict(
+            case.name, failures, reuse_events=sum(r.reuse_events for r in res), repro=repro_for(cfg, case),
+            warnings=sorted({w for r in res for w in r.warnings}),
+            steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),
+            digest=(res[0].digest if res else ""), duration_s=max([r.duration_s for r in res] or [0.0]),
+            artifacts=outcome.artifacts)
+        communication_failed = any(f.oracle in ("cross-rank", "liveness", "error") for f in failures)
+        if outcome.broken or (communication_failed and not group.recycle()):
+            self.restart()
+        return report
+
+    def restart(self) -> None:
+        if self.group is not None:
+            self.group.stop()
+            self.group = None
+
+    def close(self) -> None:
+        self.restart()
+
+
+def run_controlled(cfg: RunConfig, on_case=None) -> RunReport:
+    """Every case of ``cfg`` in turn on one persistent group (recycled after failures)."""
     report = RunReport(cfg.sut, cfg.launcher, cfg.world_size, cfg.options.run_seed, cfg.options.reuse.text())
     previous = _install_signal_handlers()
-    group: RankGroup | None = None
-    start_failures = 0
+    session = CaseSession(cfg)
     try:
-        for index, case in enumerate(cfg.cases):
-            if group is None:
-                try:
-                    group = RankGroup(cfg, generation=start_failures).start()
-                    start_failures = 0
-                except SetupError:
-                    start_failures += 1
-                    if start_failures >= 3:
-                        raise
-                    group = RankGroup(cfg).start()
-            outcome = group.run_case(index, case, cfg.options)
-            isolated = None
-            if cfg.isolation and not outcome.broken:
-                iso = group.run_isolated(index, case, cfg.options)
-                if iso.broken:
-                    outcome.failures.append(Failure("isolation", "the isolated run of this case broke its group:\n"
-                                                    + "\n".join(f.line() for f in iso.failures)))
-                    outcome.broken = True
-                isolated = iso.results
-            failures = judge(case, outcome.results, outcome.failures, isolated, cfg.world_size)
-            res = list(outcome.results.values())
-            report.cases.append(verdict(
-                case.name, failures, reuse_events=sum(r.reuse_events for r in res), repro=repro_for(cfg, case),
-                warnings=sorted({w for r in res for w in r.warnings}),
-                steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),
-                digest=(res[0].digest if res else ""), duration_s=max([r.duration_s for r in res] or [0.0]),
-                artifacts=outcome.artifacts))
+        for case in cfg.cases:
+            report.cases.append(session.run(case))
             if on_case is not None:
                 on_case(report)
-            communication_failed = any(f.oracle in ("cross-rank", "liveness", "error") for f in failures)
-            if outcome.broken or (communication_failed and not group.recycle()):
-                group.stop()
-                group = None
         report.complete = True
     except Interrupted as exc:
         report.interrupted = f"controller received {exc.args[0]}"
     finally:
-        if group is not None:
-            group.stop()
+        session.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return report

@@ -26,35 +26,53 @@ def repro_for(cfg: RunConfig, case: CaseSpec) -> str:
                          reuse=cfg.options.reuse.text(), seed=cfg.options.run_seed, cases=case.name, extra=extra)
 
 
-def run_inproc(cfg: RunConfig, on_case=None) -> RunReport:
-    import torch
+class InprocSession:
+    """Cases one by one in this process (world size 1), each also re-run alone by the zygote."""
 
-    torch.set_num_threads(1)   # bit-reproducible GEMMs, and no OpenMP pool across the zygote's fork
-    stack = load_stack(cfg.sut, cfg.sut_options or None)
+    def __init__(self, cfg: RunConfig, freeze: bool = True):
+        import torch
+
+        torch.set_num_threads(1)   # bit-reproducible GEMMs, and no OpenMP pool across the zygote's fork
+        self.cfg = cfg
+        self.stack = load_stack(cfg.sut, cfg.sut_options or None)
+        if freeze:
+            freeze_imports()
+        self.zygote = Zygote().start() if cfg.isolation else None
+
+    def run(self, case: CaseSpec):
+        cfg = self.cfg
+        res = execute_case(case, self.stack, 0, 1, None, cfg.options)
+        failures = list(res.failures)
+        if self.zygote is not None:
+            answer = self.zygote.run({"case": case.to_dict(), "sut": cfg.sut, "sut_options": cfg.sut_options,
+                                      "options": cfg.options.to_dict(), "rank": 0, "world_size": 1},
+                                     timeout=cfg.options.deadline_s * 4 + 30)
+            if "ok" in answer:
+                alone = RankResult.from_dict(answer["ok"])
+                failures += [Failure("isolation", line, rank=0) for line in compare_runs(res, alone)]
+            else:
+                failures.append(Failure("isolation", f"the isolated run failed: {answer['error']}", rank=0))
+        return verdict(case.name, failures, reuse_events=res.reuse_events, repro=repro_for(cfg, case),
+                       warnings=res.warnings, steps_compared=res.steps_compared, models_built=res.models_built,
+                       digest=res.digest, duration_s=res.duration_s)
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
+
+def run_inproc(cfg: RunConfig, on_case=None) -> RunReport:
     report = RunReport(cfg.sut, "inproc", 1, cfg.options.run_seed, cfg.options.reuse.text())
-    freeze_imports()
-    zygote = Zygote().start() if cfg.isolation else None
+    session = InprocSession(cfg)
     try:
         for case in cfg.cases:
-            res = execute_case(case, stack, 0, 1, None, cfg.options)
-            failures = list(res.failures)
-            if zygote is not None:
-                answer = zygote.run({"case": case.to_dict(), "sut": cfg.sut, "sut_options": cfg.sut_options,
-                                     "options": cfg.options.to_dict(), "rank": 0, "world_size": 1},
-                                    timeout=cfg.options.deadline_s * 4 + 30)
-                if "ok" in answer:
-                    alone = RankResult.from_dict(answer["ok"])
-                    failures += [Failure("isolation", line, rank=0) for line in compare_runs(res, alone)]
-                else:
-                    failures.append(Failure("isolation", f"the isolated run failed: {answer['error']}", rank=0))
-            report.cases.append(verdict(case.name, failures, reuse_events=res.reuse_events,
-                                        repro=repro_for(cfg, case), warnings=res.warnings,
-                                        steps_compared=res.steps_compared, models_built=res.models_built,
-                                        digest=res.digest, duration_s=res.duration_s))
+            report.cases.append(session.run(case))
             if on_case is not None:
                 on_case(report)
         report.complete = True
+    except KeyboardInterrupt:
+        report.interrupted = "interrupted (SIGINT)"
     finally:
-        if zygote is not None:
-            zygote.close()
+        session.close()
     return report

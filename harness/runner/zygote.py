@@ -72,8 +72,10 @@ def _isolated_child(request: dict) -> dict:
         install()
         LEDGER.open(None)
         token = request["token"]
-        store = dist.TCPStore("127.0.0.1", request["store_port"], is_master=False,
+        store = dist.TCPStore(request.get("store_host", "127.0.0.1"), request["store_port"], is_master=False,
                               timeout=datetime.timedelta(seconds=max(30.0, options.deadline_s)))
+        if request.get("store_prefix"):
+            store = dist.PrefixStore(request["store_prefix"], store)
         dist.init_process_group("gloo", store=dist.PrefixStore(f"{token}/pg/", store), rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=options.deadline_s))
         group = dist.group.WORLD

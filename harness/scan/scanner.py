@@ -109,8 +109,12 @@ def scan_paths(paths: Iterable[str]) -> ScanResult:
     lines: dict[str, list[str]] = {}
     trees: dict[str, ast.Module] = {}
     for path in files:
-        with open(path, "rb") as handle:
-            source = handle.read()
+        try:
+            with open(path, "rb") as handle:
+                source = handle.read()
+        except OSError as error:
+            findings.append(_unparsed(path, OSError(f"cannot be read: {error.strerror or error}"), []))
+            continue
         sources[path] = source
         lines[path] = _decoded_lines(source)
         try:

@@ -1,0 +1,26 @@
+"""Every built-in case of the stack under test, one test each, on a persistent rank group.
+
+    pytest cases/                                           # emulated-patched, spawn, 2 ranks
+    pytest cases/ --sut emulated-buggy --reuse asymmetric   # per-case failures naming oracle and rank
+    pytest cases/ --launcher torchrun -k repro
+"""
+
+from __future__ import annotations
+
+from harness.pytest_plugin import check_case
+
+
+def pytest_generate_tests(metafunc):
+    if "catalog_case" in metafunc.fixturenames:
+        from harness.runner.config import resolve_cases
+        from harness.stacks import load_stack
+
+        cfg = metafunc.config
+        inject = cfg.getoption("--inject")
+        stack = load_stack(cfg.getoption("--sut"), {"inject": inject} if inject else None)
+        cases = resolve_cases(None, None, stack)
+        metafunc.parametrize("catalog_case", cases, ids=[c.name for c in cases])
+
+
+def test_case(catalog_case, run_case):
+    check_case(run_case(catalog_case))

@@ -1,0 +1,144 @@
+"""A torchao float8 model: ``nn.Sequential`` of ``Float8Linear(bias=False)``, its gradient sync and SGD.
+
+Building (:func:`build_model`)::
+
+    nn.Sequential of nn.Linear(dims[i], dims[i+1], bias=False) on the meta device
+    convert_to_float8_training(..., config=Float8LinearConfig(emulate=True) or the named recipe)
+    per layer: a fresh fp32 Parameter, allocated right after harness.idreuse.reuse_point()
+               ("copy": torch.empty, then the harness's initial weight is written in through
+               the weight-write path, like loading a checkpoint; "init_cast": a copy of the
+               initial weight from the start, nothing written afterwards)
+
+torchao keeps the weight in high precision and casts it at every use, so there are no FP8
+parameters and no construction cast; the two construction paths differ only in whether the
+build writes into the weight (which an injected weight-write hook sees).
+
+Data-parallel gradient sync all-gathers every rank's weight gradient and sums them in rank order
+(``((g0 + g1) + g2) + ...``): the same sum on every rank, bit-reproducible, and what the
+reference computes (an all-reduce SUM may add in any order). The SGD step writes
+``torch.add(w, grad, alpha=-lr)`` into the Parameter in place, under ``torch.no_grad``, as
+``torch.optim.SGD`` (without momentum) computes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from harness.idreuse import reuse_point
+from harness.stacks.protocol import BuildContext, ModelSpec
+from harness.stacks.torchao.capture import CastRecorder, attach
+
+RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+
+
+def float8_config(scaling: str):
+    """torchao's config for a recipe name, with emulated GEMMs (the only float8 GEMM on CPU we compare)."""
+    from torchao.float8 import Float8LinearConfig
+
+    if scaling not in RECIPES:
+        raise ValueError(f"--sut torchao runs the recipes {', '.join(RECIPES)}; this case asks for "
+                         f"scaling={scaling!r}")
+    return dataclasses.replace(Float8LinearConfig.from_recipe_name(scaling), emulate=True)
+
+
+@dataclasses.dataclass(eq=False)
+class TorchaoModel:
+    """The converted module and what the adapter needs beside it (nothing of it is global)."""
+
+    module: nn.Sequential
+    recorder: CastRecorder
+    group: object
+    lr: float
+    data_parallel: bool
+    scaling: str
+    post_write_hooks: tuple = ()
+
+    @property
+    def layers(self) -> list:
+        return list(self.module)
+
+
+def check_spec(spec: ModelSpec) -> None:
+    """What this stack cannot build, said before anything is built."""
+    if spec.userbuffers:
+        raise ValueError("--sut torchao has no Userbuffers-style tensor parallelism (userbuffers=true)")
+    if spec.bias:
+        raise ValueError("--sut torchao builds layers without bias (the harness's initial weights have none)")
+    float8_config(spec.scaling)
+
+
+def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), forward_pre_hooks=()) -> TorchaoModel:
+    """Build, convert, allocate fresh weights, and (``copy``) write the initial weights in.
+
+    ``forward_pre_hooks`` are extra hooks per layer (``--inject``); ``post_write_hooks`` run after
+    every in-place write of a weight, with ``(layer, weight)``.
+    """
+    from torchao.float8 import convert_to_float8_training
+
+    check_spec(spec)
+    config = float8_config(spec.scaling)
+    dims = spec.dims
+    with torch.device("meta"):
+        module = nn.Sequential(*[nn.Linear(dims[i], dims[i + 1], bias=False) for i in range(len(dims) - 1)])
+    module = convert_to_float8_training(module, config=config)
+    copy = spec.construction == "copy"
+    for layer, w0 in zip(module, ctx.initial_weights):
+        data = torch.empty(tuple(w0.shape), dtype=torch.float32) if copy else w0.detach().to(torch.float32).clone()
+        reuse_point("torchao_weight")     # the harness may hand a dead weight's address to the next Parameter
+        layer.weight = nn.Parameter(data)
+        del data
+    recorder = CastRecorder()
+    for index, layer in enumerate(module):
+        attach(layer, recorder, index)
+        for make_hook in forward_pre_hooks:
+            layer.register_forward_pre_hook(make_hook())
+    group = ctx.group if ctx.world_size > 1 else None
+    model = TorchaoModel(module, recorder, group, spec.lr, spec.data_parallel, spec.scaling, tuple(post_write_hooks))
+    if copy:
+        for index, w0 in enumerate(ctx.initial_weights):
+            write_weight(model, index, w0)
+    return model
+
+
+def write_weight(model: TorchaoModel, index: int, value: torch.Tensor) -> None:
+    """Write ``value`` into layer ``index``'s weight in place (high precision), then the write hooks."""
+    layer = model.module[index]
+    with torch.no_grad():
+        layer.weight.copy_(value)
+    for hook in model.post_write_hooks:
+        hook(layer, layer.weight)
+
+
+def weight_gradients(model: TorchaoModel) -> list[torch.Tensor]:
+    """Every layer's weight gradient: summed over ranks in rank order when data-parallel, else local."""
+    grads = []
+    for i, layer in enumerate(model.module):
+        if layer.weight.grad is None:
+            raise RuntimeError(f"layer {i} has no weight gradient: was backward run?")
+        grads.append(layer.weight.grad.detach().contiguous())
+    group = model.group
+    if not model.data_parallel or group is None or dist.get_world_size(group) == 1:
+        return grads
+    world = dist.get_world_size(group)
+    summed = []
+    for g in grads:
+        parts = [torch.empty_like(g) for _ in range(world)]
+        dist.all_gather(parts, g, group=group)
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        summed.append(total)
+    return summed
+
+
+def sgd_step(model: TorchaoModel) -> None:
+    grads = weight_gradients(model)
+    for i, (layer, grad) in enumerate(zip(model.module, grads)):
+        with torch.no_grad():
+            updated = torch.add(layer.weight.detach(), grad, alpha=-model.lr)
+        layer.weight.grad = None
+        write_weight(model, i, updated)
