@@ -7,6 +7,16 @@ from __future__ import annotations
 from harness.runner.ledger import format_entry, signature
 
 
+def ledger_truncated(ledgers: dict[int, list[dict]]) -> bool:
+    """True when the ledgers agree as far as the shortest goes: some rank simply stopped early."""
+    ranks = sorted(ledgers)
+    shortest = min(len(ledgers[r]) for r in ranks) if ranks else 0
+    for k in range(shortest):
+        if len({signature(ledgers[r][k]) for r in ranks}) > 1:
+            return False
+    return True
+
+
 def first_divergence(ledgers: dict[int, list[dict]]) -> str | None:
     """None when every rank's ledger matches rank-by-rank, else the first divergent collective."""
     ranks = sorted(ledgers)

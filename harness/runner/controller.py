@@ -27,7 +27,7 @@ import time
 from multiprocessing.connection import Listener
 
 from harness.errors import HarnessError, SetupError
-from harness.oracles.crossrank import first_divergence, scale_disagreement
+from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_disagreement
 from harness.oracles.findings import Failure
 from harness.oracles.isolation import compare_runs
 from harness.report.model import CaseReport, RunReport, verdict
@@ -212,7 +212,8 @@ class RankGroup:
             why = stalled.get(rank, f"did not answer within the deadline ({deadline_s:g} s) + {GRACE_S:g} s")
             failures.append(Failure("liveness", f"rank {rank} hung: {why}", rank=rank))
         if divergence:
-            failures.append(Failure("cross-rank", divergence))
+            # A ledger that merely stops early belongs to the rank that died or hung.
+            failures.append(Failure("liveness" if ledger_truncated(ledgers) else "cross-rank", divergence))
         in_flight = {r: (ledgers.get(r) or [None])[-1] for r in range(self.world)}
         stack_text = "\n".join(f"--- rank {r} Python stacks ---\n{stacks.get(r, '(no stack: process gone)')}"
                                for r in range(self.world))
@@ -390,7 +391,8 @@ def judge(case, results: dict, group_failures: list, isolated: dict | None, worl
     if len(results) == world and not any(f.oracle == "cross-rank" for f in failures):
         divergence = first_divergence({r: results[r].collectives for r in results})
         if divergence:
-            failures.append(Failure("cross-rank", divergence))
+            # A ledger that merely stops early belongs to the rank that died or hung.
+            failures.append(Failure("liveness" if ledger_truncated(ledgers) else "cross-rank", divergence))
         elif case.model.recipe.reduce_amax:
             text = scale_disagreement({r: results[r].meta_fingerprints for r in results})
             if text:
@@ -443,7 +445,11 @@ class CaseSession:
         self.index += 1
         outcome = group.run_case(index, case, cfg.options)
         isolated = None
-        if cfg.isolation and not outcome.broken:
+        shared_broke = any(f.oracle in ("cross-rank", "liveness", "error")
+                           for r in outcome.results.values() for f in r.failures)
+        # Isolation compares a working case with itself alone; a case whose communication
+        # already failed has nothing to compare (its verdict stands on that failure).
+        if cfg.isolation and not outcome.broken and not shared_broke:
             iso = group.run_isolated(index, case, cfg.options)
             if iso.broken:
                 outcome.failures.append(Failure("isolation", "the isolated run of this case broke its group:\n"
