@@ -1,4 +1,6 @@
-"""pytest as the controller: each test in ``cases/`` is one case, sent to a persistent rank group.
+"""PYTEST_DONT_REWRITE
+
+pytest as the controller: each test in ``cases/`` is one case, sent to a persistent rank group.
 
 Loaded by the project's ``conftest.py``; cheap to import (torch and the runner load on first
 use). One session per distinct run configuration (stack, launcher, world size, reuse mode,
