@@ -1,12 +1,12 @@
-"""PYTEST_DONT_REWRITE
-
-pytest as the controller: each test in ``cases/`` is one case, sent to a persistent rank group.
+"""pytest as the controller: each test in ``cases/`` is one case, sent to a persistent rank group.
 
 Loaded by the project's ``conftest.py``; cheap to import (torch and the runner load on first
 use). One session per distinct run configuration (stack, launcher, world size, reuse mode,
 seed, deadline), kept for the whole pytest session, so a hundred cases cost one launch. Under
 ``pytest -n N`` every xdist worker has its own groups; rendezvous uses private temp folders and
 ports the OS chooses, so they never collide.
+
+(PYTEST_DONT_REWRITE: the project's conftest imports this module before pytest could rewrite it.)
 """
 
 from __future__ import annotations
