@@ -36,6 +36,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--junit", default=None, help="write JUnit XML here")
     p.add_argument("--artifacts", default=None, help="folder for per-rank stack dumps and ledgers of failed cases")
     p.add_argument("--list", action="store_true", help="list the selected cases and exit")
+    p.add_argument("--faults", action="store_true",
+                   help="run the built-in fault catalogue (harness/faults/cases.py): each injected fault must be "
+                        "reported and the normal case after it must pass (--cases selects among them)")
 
 
 def build_config(args):
@@ -49,23 +52,95 @@ def build_config(args):
     world = args.world_size
     if world is None:
         world = spmd.world_size if spmd else (1 if launcher == "inproc" else 2)
+    if spmd is not None and world != spmd.world_size:
+        # Every rank sees the same arguments, so every rank stops here: no rank waits for another.
+        raise UsageError(f"--world-size {world} but {spmd.launcher} started {spmd.world_size} ranks")
+    if args.faults and (spmd is not None or launcher == "inproc"):
+        raise UsageError("--faults needs a controller that outlives its ranks: use --launcher spawn, torchrun or "
+                         "mpirun from a plain shell (not inside torchrun/mpirun, not inproc)")
+    if args.faults and args.case_file:
+        raise UsageError("--faults and --case-file both choose the cases: give one of them")
     options = RunOptions(run_seed=args.seed, reuse=ReusePolicy.parse(args.reuse), strict=args.strict,
                          deadline_s=args.deadline, reset_between_cases=args.reset_between_cases)
     cfg = RunConfig(sut=args.sut, sut_options={"inject": args.inject} if args.inject else {}, launcher=launcher,
                     world_size=world, options=options, case_expr=args.cases, isolation=not args.no_isolation,
-                    json_path=args.json, junit_path=args.junit, artifacts_dir=args.artifacts)
+                    case_file=args.case_file, json_path=args.json, junit_path=args.junit,
+                    artifacts_dir=args.artifacts)
     cfg.validate()
+    if spmd is None and launcher != "inproc":
+        from harness.runner.launchers import get_launcher
+
+        get_launcher(launcher).check()     # e.g. no mpirun on PATH: one line, before anything starts
     from harness.stacks import load_stack
 
     # Fail early, before any rank starts, on a stack that cannot load here.
     stack = load_stack(cfg.sut, cfg.sut_options or None)
-    cfg.cases = resolve_cases(args.cases, args.case_file, stack)
+    if args.faults:
+        from harness.case.catalog import select_cases
+        from harness.faults.cases import fault_catalogue
+
+        cfg.cases = fault_catalogue(world)
+        if args.cases:
+            chosen = {c.name for c in select_cases(cfg.cases, args.cases)}
+            # a fault case brings its normal case along
+            cfg.cases = [c for c in cfg.cases if c.name in chosen or c.name.rsplit("/", 1)[0] in chosen]
+            if not cfg.cases:
+                raise UsageError(f"--cases {args.cases!r} matches no fault case; `python -m harness run --faults "
+                                 f"--list` shows them all")
+    else:
+        cfg.cases = resolve_cases(args.cases, args.case_file, stack)
+    from harness.faults.inject import parse as parse_fault
+
+    for case in cfg.cases:
+        if case.fault not in ("none", ""):
+            parse_fault(case.fault)
     return cfg, spmd
 
 
+class _ReportFiles:
+    """The JSON and JUnit reports, rewritten after every case.
+
+    A path that stops being writable mid-run (folder removed, disk full) does not stop the run:
+    the cases go on, each write is tried again, and at the end a report that still cannot be
+    written where asked is saved under the temp folder instead, named in the one-line error.
+    """
+
+    def __init__(self, json_path: str | None, junit_path: str | None):
+        from harness.report.junit import write_junit
+        from harness.report.model import write_json
+
+        self.targets = [(flag, path, writer) for flag, path, writer in
+                        (("--json", json_path, write_json), ("--junit", junit_path, write_junit)) if path]
+        self.failed: dict[str, str] = {}     # flag -> why the last write failed
+
+    def write(self, report) -> None:
+        for flag, path, writer in self.targets:
+            try:
+                writer(report, path)
+                self.failed.pop(flag, None)
+            except OSError as exc:
+                self.failed[flag] = exc.strerror or str(exc)
+
+    def rescue(self, report) -> str | None:
+        """Save every report that could not be written; one line saying where, or None."""
+        import tempfile
+
+        if not self.failed:
+            return None
+        parts = []
+        for flag, path, writer in self.targets:
+            if flag not in self.failed:
+                continue
+            suffix = ".json" if flag == "--json" else ".xml"
+            fd, fallback = tempfile.mkstemp(prefix="harness-report-", suffix=suffix)
+            os.close(fd)
+            writer(report, fallback)
+            parts.append(f"cannot write {flag} {path!r} ({self.failed[flag]}); the report of all "
+                         f"{len(report.cases)} cases was saved to {fallback}")
+        return "; ".join(parts)
+
+
 def cmd_run(args) -> int:
-    from harness.report.junit import write_junit
-    from harness.report.model import write_json
     from harness.report.terminal import case_line, print_summary
 
     cfg, spmd = build_config(args)
@@ -74,13 +149,13 @@ def cmd_run(args) -> int:
             print(c.name)
         return 0
     printed = [0]
+    files = _ReportFiles(cfg.json_path, cfg.junit_path)
 
     def on_case(report):
         for case in report.cases[printed[0]:]:
             print(case_line(case), flush=True)
         printed[0] = len(report.cases)
-        if cfg.json_path:
-            write_json(report, cfg.json_path)
+        files.write(report)
 
     report = None
     try:
@@ -96,13 +171,29 @@ def cmd_run(args) -> int:
             from harness.runner.controller import run_controlled
             report = run_controlled(cfg, on_case)
     finally:
-        if report is not None and cfg.json_path:
-            write_json(report, cfg.json_path)
-        if report is not None and cfg.junit_path:
-            write_junit(report, cfg.junit_path)
+        if report is not None:
+            files.write(report)
     print_summary(report)
-    if cfg.json_path:
+    if cfg.json_path and "--json" not in files.failed:
         print(f"JSON report: {cfg.json_path}")
+    lost = files.rescue(report)
+    if lost:
+        raise SetupError(lost)
+    if report.interrupted and not report.complete and report.interrupted.startswith("controller received "):
+        import signal
+
+        name = report.interrupted.rsplit(" ", 1)[-1]
+        return 128 + int(getattr(signal, name, signal.SIGTERM))
+    if args.faults:
+        from harness.faults.cases import check_fault_run
+
+        problems = check_fault_run(report)
+        for line in problems:
+            print(f"fault not handled: {line}")
+        faults = sum(1 for c in report.cases if not c.name.endswith("/next"))
+        print(f"faults: {faults} injected, " + (f"{len(problems)} not handled as they must be" if problems else
+                                               "each reported, and each normal case after one passed"))
+        return 1 if problems else 0
     s = report.summary()
     return 1 if (s["failed"] or s["errors"]) else 0
 

@@ -54,10 +54,12 @@ class OverlapTiming:
     samples: dict
 
     def summary(self) -> str:
+        gain = (f"{self.hidden * 100:.0f}% of the shorter phase hidden" if self.hidden >= 0 else
+                "no gain: slower than the two phases back to back")
         return (f"world {self.world_size}, m={self.m} k={self.k} n={self.n} ({self.m // self.world_size * self.k} "
                 f"FP8 bytes per chunk): all-gather {self.allgather_s * 1e3:.1f} ms, GEMM {self.gemm_s * 1e3:.1f} ms, "
-                f"overlapped {self.overlapped_s * 1e3:.1f} ms; ratio {self.ratio:.3f}, "
-                f"{self.hidden * 100:.0f}% of the shorter phase hidden (median of {self.repeats})")
+                f"overlapped {self.overlapped_s * 1e3:.1f} ms; ratio {self.ratio:.3f}, {gain} "
+                f"(medians of {self.repeats})")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

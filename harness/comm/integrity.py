@@ -22,6 +22,7 @@ addition), and it catches every change confined to one 8-byte word, a single cor
 byte included. It misses changes that cancel in the sum, such as two swapped words.
 ``full``: the producer also keeps a copy of its chunk in its shadow segment, and consumers
 compare byte by byte against it, naming the first differing byte; meant for stress runs.
+(All-gathered chunks only: reduce-scatter partials, one per destination, keep the checksum.)
 ``off``: nothing is recorded or checked, as in TE itself; a stack run this way shows the
 silent corruption for other oracles (reference equality) to catch.
 """

@@ -298,8 +298,11 @@ class _Ring:
         x = comm.workspace("ag.decoded", (self.m_local, self.k), torch.float32)
         index = comm.workspace("ag.index", (self.nbytes // 2,), torch.int32)
         comm.decode_cache.table(self.fmt, self.scale_inv).decode_into(data, x, index)
-        rows = out[chunk * self.m_local:(chunk + 1) * self.m_local]
-        torch.mm(x, weight.t(), out=rows)
+        # multiply into an aligned workspace, then copy: MKL may round differently for
+        # differently aligned operands, and a row block of ``out`` need not be aligned
+        product = comm.workspace("ag.product", (self.m_local, weight.shape[0]), torch.float32)
+        torch.mm(x, weight.t(), out=product)
+        out[chunk * self.m_local:(chunk + 1) * self.m_local].copy_(product)
 
     def run(self, weight: torch.Tensor, out: torch.Tensor) -> None:
         background = _Background(self.comm, RING_ALLGATHER, self.seq)

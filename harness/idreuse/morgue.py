@@ -148,10 +148,15 @@ class Morgue:
 
 
 def _throwaway_factory(obj):
-    """A maker of objects of ``obj``'s exact type (hence size class), or None if unknown."""
+    """A maker of objects of ``obj``'s size class, or None if unknown.
+
+    Plain tensors, and tensor subclasses whose objects are the same size (``nn.Parameter``):
+    one size class, so a plain throw-away tensor can land on a dead Parameter's block.
+    """
     import torch
 
-    if type(obj) is torch.Tensor:
+    if isinstance(obj, torch.Tensor) and (type(obj).__basicsize__, type(obj).__itemsize__) == (
+            torch.Tensor.__basicsize__, torch.Tensor.__itemsize__):
         dtype = obj.dtype
         return lambda: torch.empty(0, dtype=dtype)
     return None

@@ -30,8 +30,8 @@ def print_summary(report: RunReport, stream=None) -> None:
     print(f"{t['cases']} cases, {t['models_built']} models built, {t['steps_compared']} steps compared bitwise, "
           f"{t['reuse_events']} reuse events, {t['retention_warnings']} retention warnings", file=out)
     if t["reuse_events"] == 0 and t["cases"]:
-        print("note: no id was reused in this run, so the id-reuse bug class was not exercised "
-              "(try --reuse symmetric or asymmetric)", file=out)
+        print("note: no id was reused in this run, so the id-reuse oracles were not exercised; forced reuse "
+              "(--reuse symmetric or asymmetric) needs at least two models built in one process", file=out)
     if t["retention_warnings"]:
         print("note: retention warnings mean registries keep dead models' state alive; --strict makes them failures",
               file=out)

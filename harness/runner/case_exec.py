@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
+import sys
+import threading
 import time
 import traceback
 
@@ -120,6 +122,7 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
         stack.reset()
     LEDGER.begin_case(case.name)
     sizes_before = registry_sizes(stack.registries())
+    threads_before = set(threading.enumerate())
     retained = [0, 0]
     try:
         for m in range(case.models):
@@ -218,11 +221,42 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
             result.failures.append(Failure("retention", line, rank=rank))
         else:
             result.warnings.append(line)
+    leftover = leftover_threads(threads_before)
+    if leftover:
+        result.failures.append(Failure("liveness", leftover, rank=rank))
     result.digest = digest.hexdigest()[:32]
     result.duration_s = time.perf_counter() - started
     result.phase_s = {k: round(v, 6) for k, v in phases.items()}
     gc.collect()
     return result
+
+
+THREAD_JOIN_S = 0.5   # what a thread the case started and is ending gets to finish
+
+
+def leftover_threads(before: set) -> str:
+    """Non-daemon threads the case started that are still running, with their stacks ("" if none).
+
+    A non-daemon thread keeps its process alive at exit: left behind by a case, it makes the
+    rank hang at shutdown, so it is a ``liveness`` failure. Threads that are finishing get a
+    short bounded join first; daemon threads (the harness's own, the comm overlap threads) are
+    not counted.
+    """
+    new = [t for t in threading.enumerate() if t not in before and not t.daemon and t.is_alive()]
+    end = time.monotonic() + THREAD_JOIN_S
+    for t in new:
+        t.join(timeout=max(0.0, end - time.monotonic()))
+    alive = [t for t in new if t.is_alive()]
+    if not alive:
+        return ""
+    frames = sys._current_frames()
+    lines = [f"the case left {len(alive)} non-daemon thread(s) running (a process with one cannot exit):"]
+    for t in alive:
+        lines.append(f"  thread {t.name!r} (ident {t.ident}), stack:")
+        frame = frames.get(t.ident)
+        if frame is not None:
+            lines += ["    " + line for line in "".join(traceback.format_stack(frame, limit=8)).rstrip().splitlines()]
+    return "\n".join(lines)
 
 
 def _classify(exc: BaseException) -> str:
@@ -232,9 +266,13 @@ def _classify(exc: BaseException) -> str:
         return "liveness"
     if type(exc).__name__ == "CollectiveMismatch":
         return "cross-rank"
+    if type(exc).__name__ == "PeerLeftCase":
+        return "error"          # the peer's own failure is the finding; this rank only saw it go
     if type(exc).__name__ == "BufferIntegrityError":
         return "buffer-integrity"
-    if "Connection closed by peer" in text or "Connection reset" in text or "doesn't match" in text:
+    if "Connection closed by peer" in text or "Connection reset" in text:
+        return "liveness"       # the peer process is gone (the precheck keeps mismatches out of gloo)
+    if "doesn't match" in text:
         return "cross-rank"
     return "error"
 

@@ -25,6 +25,7 @@ class RunConfig:
     cases: list = dataclasses.field(default_factory=list)
     case_expr: str | None = None
     isolation: bool = True
+    case_file: str | None = None
     json_path: str | None = None
     junit_path: str | None = None
     artifacts_dir: str | None = None
@@ -78,6 +79,11 @@ def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=Non
         cases = builtin_cases()
     if case_expr and any(c.name == case_expr for c in cases):
         return [c for c in cases if c.name == case_expr]
+    names = [n.strip() for n in (case_expr or "").split(",") if n.strip()]
+    if len(names) > 1 and all(any(c.name == n for c in cases) for n in names):
+        # A list of exact names, run in the order given (how repro commands replay a sequence).
+        by_name = {c.name: c for c in cases}
+        return [by_name[n] for n in names]
     chosen = select_cases(cases, case_expr)
     if not chosen:
         raise UsageError(f"--cases {case_expr!r} matches no case; `python -m harness run --list` shows them all")

@@ -69,6 +69,15 @@ class RankGroup:
 
     # --- start ------------------------------------------------------------------------------
     def start(self) -> "RankGroup":
+        """Start the ranks and wait until every one is ready; on any failure or interruption
+        (SIGINT, SIGTERM) stop whatever was started before the exception goes on."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> "RankGroup":
         launcher = get_launcher(self.cfg.launcher)
         launcher.check()
         authkey = secrets.token_bytes(16)
@@ -194,10 +203,14 @@ class RankGroup:
             elif isinstance(body, msg.CaseDone) and body.index == index and body.isolated == isolated:
                 results[rank] = RankResult.from_dict(body.result)
                 first_answer_at = first_answer_at or time.monotonic()
-            elif isinstance(body, msg.Stalled):
+            elif isinstance(body, msg.Stalled) and body.index in (index, -1):
                 stalled[rank] = (f"made no progress for {body.seconds:.1f} s"
                                  + (f" inside {body.in_flight['op']} #{body.in_flight['seq']}" if body.in_flight else ""))
                 first_answer_at = first_answer_at or time.monotonic()
+                # A stalled rank has been without progress for longer than any collective's
+                # deadline: it will not answer. Once every rank still out is stalled, stop waiting.
+                if all(r in stalled for r in range(self.world) if r not in results and r not in dead):
+                    break
         missing = [r for r in range(self.world) if r not in results and r not in dead]
         failures: list[Failure] = []
         if not dead and not missing:
@@ -266,33 +279,37 @@ class RankGroup:
             out[r] = os.path.getsize(path) if os.path.exists(path) else 0
         return out
 
-    def _dump_stacks(self, offsets: dict[int, int]) -> dict[int, str]:
+    def _dump_stacks(self, offsets: dict[int, int], wait_s: float = 3.0) -> dict[int, str]:
+        """Every rank's Python stacks: SIGUSR1 to every live rank, then read what faulthandler wrote
+        (a dead rank's file may hold its crash dump). All ranks are waited for together, bounded."""
         for rank, pid in self.pids.items():
             try:
                 os.kill(pid, signal.SIGUSR1)
             except ProcessLookupError:
                 pass
-        stacks = {}
-        deadline = time.monotonic() + 2.0
-        for r in range(self.world):
-            path = os.path.join(self.run_dir, f"stacks-r{r}.txt")
-            text = ""
-            # faulthandler writes from a signal handler; poll the file until the dump is complete.
-            while time.monotonic() < deadline:
-                if os.path.exists(path):
-                    with open(path) as fh:
-                        fh.seek(offsets.get(r, 0))
-                        text = fh.read()
-                    if text.rstrip().endswith(")") or "File" in text and text.endswith("\n\n"):
-                        break
-                    if text and self._pid_gone(r):
-                        break
-                if self._pid_gone(r):
-                    break
-                time.sleep(0.05)
-            if text.strip():
-                stacks[r] = text.strip()
-        return stacks
+        texts: dict[int, str] = {}
+        pending = set(range(self.world))
+        deadline = time.monotonic() + wait_s
+        while pending:
+            for r in sorted(pending):
+                text = self._read_stack_file(r, offsets.get(r, 0))
+                texts[r] = text
+                # Complete (see _dump_complete), or final: a dead rank writes no more.
+                if _dump_complete(text) or self._pid_gone(r):
+                    pending.discard(r)
+            if not pending or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)   # a poll interval: faulthandler writes from a signal handler, no one tells us
+        return {r: t.strip() for r, t in texts.items() if t.strip()}
+
+    def _read_stack_file(self, rank: int, offset: int) -> str:
+        path = os.path.join(self.run_dir, f"stacks-r{rank}.txt")
+        try:
+            with open(path, errors="replace") as fh:
+                fh.seek(offset)
+                return fh.read()
+        except OSError:
+            return ""
 
     def _pid_gone(self, rank: int) -> bool:
         pid = self.pids.get(rank)
@@ -335,9 +352,11 @@ class RankGroup:
 
     # --- stop -------------------------------------------------------------------------------
     def stop(self) -> None:
+        """Shut the ranks down (asked, then terminate, then kill, each bounded) and remove what the
+        group left: its shared-memory segments and run folder. Safe to call again after a call
+        that was interrupted half way: every step is idempotent, and only a completed stop counts."""
         if self._stopped:
             return
-        self._stopped = True
         for conn in self.conns.values():
             try:
                 conn.send_bytes(msg.encode(msg.Shutdown()))
@@ -362,6 +381,14 @@ class RankGroup:
         unlink_shm_prefix(self.shm_prefix)
         self.store = None
         shutil.rmtree(self.run_dir, ignore_errors=True)
+        self._stopped = True
+
+
+def _dump_complete(text: str) -> bool:
+    """A faulthandler dump of all threads is complete once the main thread's outermost frame is in:
+    CPython lists the newest thread first and the main thread last."""
+    lines = [line for line in text.rstrip().splitlines() if line.strip()]
+    return bool(lines) and (lines[-1].endswith(" in <module>") or lines[-1].endswith(" in _run_module_as_main"))
 
 
 def _fmt(entry) -> str:
@@ -374,8 +401,15 @@ class Interrupted(BaseException):
 
 
 def _install_signal_handlers():
+    """SIGINT/SIGTERM raise :class:`Interrupted` once; a second signal during the clean-up that
+    follows is noted and ignored, so it cannot abort the clean-up half way (orphan ranks, a
+    leaked run folder) or the last report write."""
+    received = []
+
     def handler(signum, frame):
-        raise Interrupted(signal.Signals(signum).name)
+        received.append(signal.Signals(signum).name)
+        if len(received) == 1:
+            raise Interrupted(received[0])
 
     previous = {}
     if threading.current_thread() is threading.main_thread():
@@ -389,10 +423,14 @@ def judge(case, results: dict, group_failures: list, isolated: dict | None, worl
     for r in sorted(results):
         failures += results[r].failures
     if len(results) == world and not any(f.oracle == "cross-rank" for f in failures):
-        divergence = first_divergence({r: results[r].collectives for r in results})
-        if divergence:
+        ledgers = {r: results[r].collectives for r in results}
+        divergence = first_divergence(ledgers)
+        truncated = bool(divergence) and ledger_truncated(ledgers)
+        if truncated and any(f.oracle in ("error", "liveness") for f in failures):
+            pass    # a rank left the case early on a failure already reported; its short ledger adds nothing
+        elif divergence:
             # A ledger that merely stops early belongs to the rank that died or hung.
-            failures.append(Failure("liveness" if ledger_truncated(ledgers) else "cross-rank", divergence))
+            failures.append(Failure("liveness" if truncated else "cross-rank", divergence))
         elif case.model.recipe.reduce_amax:
             text = scale_disagreement({r: results[r].meta_fingerprints for r in results})
             if text:
@@ -422,6 +460,7 @@ class CaseSession:
         self.group: RankGroup | None = None
         self.index = 0
         self.groups_started = 0
+        self.previous = None
 
     def _ensure_group(self) -> RankGroup:
         if self.group is not None:
@@ -459,12 +498,14 @@ class CaseSession:
         failures = judge(case, outcome.results, outcome.failures, isolated, cfg.world_size)
         res = list(outcome.results.values())
         report = verdict(
-            case.name, failures, reuse_events=sum(r.reuse_events for r in res), repro=repro_for(cfg, case),
+            case.name, failures, reuse_events=sum(r.reuse_events for r in res),
+            repro=repro_for(cfg, case, self.previous, failures),
             warnings=sorted({w for r in res for w in r.warnings}),
             steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),
             digest=(res[0].digest if res else ""), duration_s=max([r.duration_s for r in res] or [0.0]),
             artifacts=outcome.artifacts)
         communication_failed = any(f.oracle in ("cross-rank", "liveness", "error") for f in failures)
+        self.previous = None if communication_failed else case   # a recycled group remembers nothing
         if outcome.broken or (communication_failed and not group.recycle()):
             self.restart()
         return report
@@ -491,8 +532,16 @@ def run_controlled(cfg: RunConfig, on_case=None) -> RunReport:
         report.complete = True
     except Interrupted as exc:
         report.interrupted = f"controller received {exc.args[0]}"
+    except HarnessError as exc:
+        # e.g. a replacement group that cannot start: the reports keep every finished case and say why
+        report.interrupted = f"the run stopped: {exc}"
+        raise
     finally:
-        session.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        try:
+            session.close()
+            if report.interrupted and on_case is not None:
+                on_case(report)      # the reports say the run was interrupted, with every finished case
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
     return report

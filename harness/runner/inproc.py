@@ -18,12 +18,23 @@ from harness.idreuse.tracker import freeze_imports
 from harness.stacks import load_stack
 
 
-def repro_for(cfg: RunConfig, case: CaseSpec) -> str:
+def repro_for(cfg: RunConfig, case: CaseSpec, previous: CaseSpec | None = None, failures=()) -> str:
+    """The command that reruns this case: alone, or after the case before it when the failure
+    depends on what that case left behind (isolation: the previous model's ids)."""
     extra = []
     if cfg.sut_options.get("inject"):
         extra += ["--inject", cfg.sut_options["inject"]]
+    if cfg.case_file:
+        extra += ["--case-file", cfg.case_file]
+    if cfg.options.deadline_s != 10.0:
+        extra += ["--deadline", f"{cfg.options.deadline_s:g}"]
+    if cfg.options.strict:
+        extra += ["--strict"]
+    names = case.name
+    if previous is not None and any(f.oracle == "isolation" for f in failures):
+        names = f"{previous.name},{case.name}"
     return repro_command(sut=cfg.sut, launcher=cfg.launcher, world_size=cfg.world_size,
-                         reuse=cfg.options.reuse.text(), seed=cfg.options.run_seed, cases=case.name, extra=extra)
+                         reuse=cfg.options.reuse.text(), seed=cfg.options.run_seed, cases=names, extra=extra)
 
 
 class InprocSession:
@@ -38,6 +49,7 @@ class InprocSession:
         if freeze:
             freeze_imports()
         self.zygote = Zygote().start() if cfg.isolation else None
+        self.previous: CaseSpec | None = None
 
     def run(self, case: CaseSpec):
         cfg = self.cfg
@@ -52,7 +64,9 @@ class InprocSession:
                 failures += [Failure("isolation", line, rank=0) for line in compare_runs(res, alone)]
             else:
                 failures.append(Failure("isolation", f"the isolated run failed: {answer['error']}", rank=0))
-        return verdict(case.name, failures, reuse_events=res.reuse_events, repro=repro_for(cfg, case),
+        previous, self.previous = self.previous, case
+        return verdict(case.name, failures, reuse_events=res.reuse_events,
+                       repro=repro_for(cfg, case, previous, failures),
                        warnings=res.warnings, steps_compared=res.steps_compared, models_built=res.models_built,
                        digest=res.digest, duration_s=res.duration_s)
 

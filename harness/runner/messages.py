@@ -53,6 +53,7 @@ class Stalled:          # rank -> controller: the rank's watchdog saw no progres
     rank: int
     seconds: float
     in_flight: dict | None
+    index: int = -1     # the case it is stalled in (a late report of an earlier case is ignored)
 
 
 @dataclasses.dataclass

@@ -29,6 +29,10 @@ class CollectiveMismatch(HarnessError):
     pass
 
 
+class PeerLeftCase(HarnessError):
+    """A peer ended the case on an error while this rank waited for its next collective."""
+
+
 def _shape_signature(entry: dict) -> dict:
     return {"op": entry["op"], "group": entry["group"], "reduce": entry.get("reduce"),
             "shapes": entry["shapes"], "dtypes": entry["dtypes"]}
@@ -55,9 +59,11 @@ class CollectivePrecheck:
     def begin_case(self, token: str) -> None:
         self.prefix = f"pc/{token}/"
 
-    def end_case(self, count: int) -> None:
+    def end_case(self, count: int, failed: bool = False) -> None:
+        """``failed``: the case ended here on an exception, so a peer waiting at position ``count``
+        must not read it as "this rank has fewer collectives" (that is a cross-rank finding)."""
         if self.prefix is not None:
-            self.store.set(f"{self.prefix}{count}/{self.rank}", json.dumps({"end": count}))
+            self.store.set(f"{self.prefix}{count}/{self.rank}", json.dumps({"end": count, "failed": failed}))
         self.prefix = None
 
     def __call__(self, entry: dict) -> None:
@@ -76,6 +82,9 @@ class CollectivePrecheck:
                     raise
                 raise DeadlineExceeded(f"collective #{k} {_describe(mine)}: rank {peer} did not reach it",
                                        self.deadline_s, entry["sites"][0] if entry["sites"] else "") from None
+            if "end" in theirs and theirs.get("failed"):
+                raise PeerLeftCase(f"rank {peer} left the case on an error after {theirs['end']} collectives, "
+                                   f"while rank {self.rank} waited for it at collective #{k} {_describe(mine)}")
             if "end" in theirs:
                 raise CollectiveMismatch(
                     f"rank {self.rank} issues collective #{k} {_describe(mine, entry['sites'][:4])}, but rank {peer} "

@@ -142,6 +142,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
     watch.start()
     report = RunReport(cfg.sut, env.launcher, world, cfg.options.run_seed, cfg.options.reuse.text())
     generation = 0
+    previous = None
     wait_timeout = datetime.timedelta(seconds=deadline * 4 + 30)
     try:
         for index, case in enumerate(cfg.cases):
@@ -150,7 +151,8 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
             watch.case_key = key
             precheck.begin_case(key)
             result = execute_case(case, stack, rank, world, dist.group.WORLD, cfg.options, fault_hook=fault_hook)
-            precheck.end_case(len(result.collectives))
+            precheck.end_case(len(result.collectives),
+                              failed=any(f.oracle in ("error", "liveness") for f in result.failures))
             watch.case_key = None
             store.set(f"res/{key}/{rank}", json.dumps(result.to_dict()))
             if zygote is not None:
@@ -189,7 +191,8 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
                 res = list(results.values())
                 report.cases.append(verdict(
                     case.name, all_failures, reuse_events=sum(r.reuse_events for r in res),
-                    repro=repro_for(cfg, case), warnings=sorted({w for r in res for w in r.warnings}),
+                    repro=repro_for(cfg, case, previous, all_failures),
+                    warnings=sorted({w for r in res for w in r.warnings}),
                     steps_compared=sum(r.steps_compared for r in res),
                     models_built=max([r.models_built for r in res] or [0]),
                     digest=(res[0].digest if res else ""), duration_s=max([r.duration_s for r in res] or [0.0])))
@@ -199,6 +202,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
                 recycle = any(f.oracle in ("cross-rank", "liveness", "error") for f in all_failures)
                 store.set(f"verdict/{key}", "lost" if lost else ("recycle" if recycle else "ok"))
             decision = store.get(f"verdict/{key}").decode()
+            previous = case if decision == "ok" else None
             if decision == "lost":
                 report.interrupted = f"a rank stopped responding in case {case.name!r}; the launch cannot go on"
                 break

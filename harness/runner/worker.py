@@ -52,8 +52,16 @@ class Watchdog(threading.Thread):
         self.deadline_s = deadline_s
         self.report = report
         self.busy_since: float | None = None
+        self.case_index = -1
         self.last_progress = time.monotonic()
         self.reported = False
+
+    def start_case(self, index: int) -> None:
+        """A case begins: watch it (one report per case, naming the case's index)."""
+        self.case_index = index
+        self.reported = False
+        self.progress()
+        self.busy_since = time.monotonic()
 
     def progress(self) -> None:
         self.last_progress = time.monotonic()
@@ -81,7 +89,7 @@ class Watchdog(threading.Thread):
             idle = time.monotonic() - self.last_progress
             if idle > self.deadline_s + 2:
                 self.reported = True
-                self.report(idle)
+                self.report(idle, self.case_index)
 
 
 def main() -> int:
@@ -92,6 +100,8 @@ def main() -> int:
     run_dir = env["HARNESS_RUN_DIR"]
     stack_file = open(os.path.join(run_dir, f"stacks-r{rank}.txt"), "a")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    # A rank that crashes (SIGSEGV, SIGBUS, SIGABRT, SIGFPE) leaves its Python stack there too.
+    faulthandler.enable(file=stack_file, all_threads=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when ranks stop
 
     import torch
@@ -125,7 +135,7 @@ def main() -> int:
 
     send(msg.Hello(rank=rank, world_size=world, pid=os.getpid()))
     watchdog = Watchdog(int(env["HARNESS_CONTROLLER_PID"]), deadline,
-                        lambda idle: send(msg.Stalled(rank, idle, LEDGER.in_flight)))
+                        lambda idle, index: send(msg.Stalled(rank, idle, LEDGER.in_flight, index)))
     watchdog.start()
     LEDGER.open(os.path.join(run_dir, f"ledger-r{rank}.jsonl"))
     LEDGER.on_progress = watchdog.progress
@@ -162,12 +172,11 @@ def main() -> int:
                 continue
             case = CaseSpec.from_dict(m.case)
             if isinstance(m, msg.RunCase):
-                watchdog.busy_since = time.monotonic()
-                watchdog.progress()
+                watchdog.start_case(m.index)
                 options = RunOptions.from_dict(m.options)
                 precheck.begin_case(f"{generation[0]}/{m.index}")
                 result = execute_case(case, stack, rank, world, dist.group.WORLD, options, fault_hook=fault_hook)
-                precheck.end_case(len(result.collectives))
+                precheck.end_case(len(result.collectives), failed=_left_with_error(result))
                 watchdog.busy_since = None
                 send(msg.CaseDone(m.index, rank, result.to_dict()))
             elif isinstance(m, msg.RunIsolated):
@@ -190,6 +199,26 @@ def main() -> int:
     return 0
 
 
+def _left_with_error(result) -> bool:
+    """The case ended on an exception here: peers still waiting at the precheck are told so."""
+    return any(f.oracle in ("error", "liveness") for f in result.failures)
+
+
 if __name__ == "__main__":
     os.environ.setdefault("HARNESS_WORKER", "1")
-    sys.exit(main())
+    try:
+        code = main()
+    except SystemExit as exc:
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    # os._exit, not sys.exit: a case may have left a non-daemon thread behind (reported as a
+    # liveness failure), and interpreter shutdown would wait for it forever.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -56,7 +56,11 @@ def builtin_cases() -> list[CaseSpec]:
         #   update: no write at build; the stale set completes at the first SGD update of the
         #   next model on the reusing rank, while the peer all-gathers its next gradients.
         _case("torchao/repro-update", dims=(16, 16, 16), steps=2, models=3, construction="init_cast"),
-        #   isolation: ids reused on every rank (aligned, so the ranks agree), but the
-        #   reduction fires where a fresh process has none.
+        #   prelude: one model of the isolation reproducer's shape, whose weights are parked
+        #   when torchao/repro-isolation starts (it fails only hygiene under --inject id-hook).
+        _case("torchao/repro-prelude", dims=(16, 16), steps=2, models=1),
+        #   isolation: the prelude's ids reused on every rank (aligned, so the ranks agree):
+        #   the build's weight write completes the prelude's set and reduces, where the same
+        #   case alone in a fresh process does not.
         _case("torchao/repro-isolation", dims=(16, 16), steps=2, models=2, reuse="symmetric"),
     ]

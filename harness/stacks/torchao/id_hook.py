@@ -51,22 +51,24 @@ def bookkeeping_key(config_summary: tuple, group) -> tuple:
     return (config_summary, ranks)
 
 
-def forward_pre_hook(key: tuple, group):
-    """A ``Float8Linear`` forward pre-hook that registers the layer's weight at its first forward."""
+def attach(module, key: tuple, group) -> None:
+    """At build: give the layer its weight-amax slot, and a forward pre-hook that registers the
+    layer's weight at its first forward (TE registered at a module's first forward in autocast)."""
+    setattr(module, _AMAX_ATTR, torch.zeros(1))
 
-    def register(module, args) -> None:
-        if getattr(module, _REGISTERED_ATTR, False):
+    def register(mod, args) -> None:
+        if getattr(mod, _REGISTERED_ATTR, False):
             return
-        weight = module.weight
+        weight = mod.weight
         REGISTERED_WEIGHTS[key] = REGISTERED_WEIGHTS.get(key, set()) | {id(weight)}
         WEIGHT_TO_KEY[id(weight)] = key
         KEY_GROUPS[key] = group
-        amax = torch.max(torch.abs(weight.detach())).reshape(1).clone()
-        setattr(module, _AMAX_ATTR, amax)
+        amax = getattr(mod, _AMAX_ATTR)
+        amax.copy_(torch.max(torch.abs(weight.detach())).reshape(1))
         WEIGHT_AMAXES.setdefault(key, []).append(amax)
-        setattr(module, _REGISTERED_ATTR, True)
+        setattr(mod, _REGISTERED_ATTR, True)
 
-    return register
+    module.register_forward_pre_hook(register)
 
 
 def after_weight_update(module, weight: torch.Tensor) -> None:

@@ -71,11 +71,12 @@ def check_spec(spec: ModelSpec) -> None:
     float8_config(spec.scaling)
 
 
-def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), forward_pre_hooks=()) -> TorchaoModel:
+def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), layer_setup=()) -> TorchaoModel:
     """Build, convert, allocate fresh weights, and (``copy``) write the initial weights in.
 
-    ``forward_pre_hooks`` are extra hooks per layer (``--inject``); ``post_write_hooks`` run after
-    every in-place write of a weight, with ``(layer, weight)``.
+    ``layer_setup`` callables get each converted layer, with its weight, before anything is
+    written (``--inject`` attaches its hooks there); ``post_write_hooks`` run after every
+    in-place write of a weight, with ``(layer, weight)``.
     """
     from torchao.float8 import convert_to_float8_training
 
@@ -88,14 +89,20 @@ def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), forward
     copy = spec.construction == "copy"
     for layer, w0 in zip(module, ctx.initial_weights):
         data = torch.empty(tuple(w0.shape), dtype=torch.float32) if copy else w0.detach().to(torch.float32).clone()
+        from harness.idreuse.morgue import MORGUE as _M
+        _t = hex(id(_M._parked[0])) if _M._parked and _M.releasing else None
+        _rc = __import__('sys').getrefcount(_M._parked[0]) if _M._parked and _M.releasing else None
         reuse_point("torchao_weight")     # the harness may hand a dead weight's address to the next Parameter
         layer.weight = nn.Parameter(data)
+        import os
+        with open(f"/tmp/tadbg-{os.getpid()}.log", "a") as fh:
+            fh.write(f"{ctx.rank} target {_t} rc {_rc} got {hex(id(layer.weight))} released {len(_M.released_ids)}\n")
         del data
     recorder = CastRecorder()
     for index, layer in enumerate(module):
         attach(layer, recorder, index)
-        for make_hook in forward_pre_hooks:
-            layer.register_forward_pre_hook(make_hook())
+        for setup in layer_setup:
+            setup(layer)
     group = ctx.group if ctx.world_size > 1 else None
     model = TorchaoModel(module, recorder, group, spec.lr, spec.data_parallel, spec.scaling, tuple(post_write_hooks))
     if copy:

@@ -16,6 +16,8 @@ TE's delayed scaling); the catalogue is :func:`harness.stacks.torchao.cases.buil
 
 from __future__ import annotations
 
+import warnings
+
 from harness.errors import SetupError, UsageError
 from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
 from harness.stacks.torchao import cases as _cases
@@ -39,20 +41,22 @@ class TorchaoStack:
 
     # --- building ---------------------------------------------------------------------------
     def build(self, spec: ModelSpec, ctx: BuildContext):
-        post_write, pre_forward = (), ()
+        post_write, setup = (), ()
         if self.inject == "id-hook":
-            key = id_hook.bookkeeping_key(("torchao", spec.scaling, "emulate"),
-                                          ctx.group if ctx.world_size > 1 else None)
             group = ctx.group if ctx.world_size > 1 else None
+            key = id_hook.bookkeeping_key(("torchao", spec.scaling, "emulate"), group)
             post_write = (id_hook.after_weight_update,)
-            pre_forward = (lambda: id_hook.forward_pre_hook(key, group),)
-        return self._model.build_model(spec, ctx, post_write_hooks=post_write, forward_pre_hooks=pre_forward)
+            setup = (lambda layer: id_hook.attach(layer, key, group),)
+        return self._model.build_model(spec, ctx, post_write_hooks=post_write, layer_setup=setup)
 
     # --- a step -----------------------------------------------------------------------------
     def forward_backward(self, model, inputs, grad_output):
         recorder = model.recorder
         recorder.begin_step()
-        with self._capture.intercepting(recorder):
+        with self._capture.intercepting(recorder), warnings.catch_warnings():
+            # The full backward pre-hooks that attribute casts to layers fire on output gradients
+            # alone (the input needs no gradient); torch warns about that on every backward.
+            warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
             output = model.module(inputs)
             output.backward(grad_output)
         recorder.end_step()
@@ -116,4 +120,18 @@ def load(inject: str | None = None) -> TorchaoStack:
     except Exception as exc:   # installed but broken (e.g. built for another torch)
         raise SetupError(f"--sut torchao: torchao is installed but does not import: "
                          f"{type(exc).__name__}: {exc}") from None
+    _warm_imports()
     return TorchaoStack(inject)
+
+
+def _warm_imports() -> None:
+    """Import now what torchao's first ``convert_to_float8_training`` would import (inductor's
+    Triton codegen, about 1 s), without running its patch.
+
+    Runners load the stack before they fork the pristine process that isolated case runs start
+    from; importing here means each isolated run does not pay the import again.
+    """
+    try:
+        import torch._inductor.codegen.triton  # noqa: F401
+    except Exception:
+        pass

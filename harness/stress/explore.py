@@ -1,0 +1,114 @@
+"""Hypothesis, driven programmatically: draw a batch of cases, then shrink one that failed.
+
+A batch is the sequence of examples Hypothesis generates for a ``@given`` function seeded with
+``@seed(batch_seed)``, ``database=None``, ``max_examples=size``. Generation is deterministic
+for a given seed, size and sequence of outcomes, so to shrink the k-th case of a batch we run
+the same function again: the first k calls pass without running anything (so Hypothesis walks
+the very same examples), the k-th raises, and from there Hypothesis's own shrinker proposes
+smaller cases, each judged by ``still_fails``. The last example that raised is the one
+Hypothesis settles on (it replays its minimal example once more before reporting).
+
+Nothing here runs a case: callers pass the judging function.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+
+from harness.case.spec import CaseSpec
+from harness.stress.strategies import PLACEHOLDER, case_specs
+
+
+class _Failing(Exception):
+    """Raised inside the Hypothesis test body when the case (still) fails."""
+
+
+def _explore(body, batch_seed: int, size: int, phases) -> None:
+    @settings(database=None, deadline=None, max_examples=size, phases=phases, derandomize=False,
+              suppress_health_check=list(HealthCheck), report_multiple_bugs=False, verbosity=Verbosity.quiet,
+              print_blob=False)
+    @seed(batch_seed)
+    @given(case_specs())
+    def stress_batch(case):
+        body(case)
+
+    stress_batch()
+
+
+def draw_batch(batch_seed: int, size: int) -> list[CaseSpec]:
+    """``size`` cases (named with the placeholder), the same ones for the same seed and size."""
+    drawn: list[CaseSpec] = []
+    _explore(drawn.append, batch_seed, size, phases=(Phase.generate,))
+    return drawn
+
+
+def canonical(case: CaseSpec) -> str:
+    """A case's identity for caching, regardless of its name."""
+    d = case.to_dict()
+    d["name"] = PLACEHOLDER
+    return json.dumps(d, sort_keys=True)
+
+
+@dataclasses.dataclass
+class ShrinkOutcome:
+    found: bool                   # the replay met the failing case (else nothing was shrunk)
+    minimal: CaseSpec | None      # the smallest case that still failed (placeholder name)
+    candidates_run: int = 0       # cases judged (cache misses)
+    candidates_seen: int = 0      # cases Hypothesis proposed
+    improvements: int = 0         # how often a smaller failing case was found
+    out_of_time: bool = False
+    seconds: float = 0.0
+
+
+def shrink_in_batch(batch_seed: int, size: int, index: int, failing: CaseSpec, still_fails,
+                    deadline: float) -> ShrinkOutcome:
+    """Replay the batch's draw up to ``failing`` (its ``index``-th case), then let Hypothesis shrink it.
+
+    ``still_fails(case) -> bool`` runs a candidate (placeholder name) and says whether it fails
+    the same way; it is not called once ``time.monotonic()`` passes ``deadline`` (candidates then
+    count as passing, and Hypothesis stops improving quickly).
+    """
+    started = time.monotonic()
+    target = canonical(failing)
+    cache: dict[str, bool] = {target: True}
+    state = {"calls": 0, "hit": False, "minimal": None, "run": 0, "seen": 0, "improved": 0, "late": False}
+
+    def body(case: CaseSpec) -> None:
+        if not state["hit"]:
+            i = state["calls"]
+            state["calls"] += 1
+            # The replay must meet the failing case at its index; equality is the safeguard.
+            if canonical(case) != target or i < index:
+                return
+            state["hit"] = True
+            state["minimal"] = case
+            fails = True
+        else:
+            state["seen"] += 1
+            key = canonical(case)
+            if key not in cache:
+                if time.monotonic() > deadline:
+                    state["late"] = True
+                    return
+                state["run"] += 1
+                cache[key] = bool(still_fails(case))
+            fails = cache[key]
+            if fails:
+                if canonical(state["minimal"]) != key:
+                    state["improved"] += 1
+                state["minimal"] = case
+        if fails:
+            # One raise site: Hypothesis tells bugs apart by where they are raised.
+            raise _Failing()
+
+    try:
+        _explore(body, batch_seed, size, phases=(Phase.generate, Phase.shrink))
+    except _Failing:
+        pass
+    return ShrinkOutcome(found=state["hit"], minimal=state["minimal"] if state["hit"] else None,
+                         candidates_run=state["run"], candidates_seen=state["seen"], improvements=state["improved"],
+                         out_of_time=state["late"], seconds=time.monotonic() - started)

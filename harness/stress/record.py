@@ -1,0 +1,183 @@
+"""The stress run's record, and its files in the output folder.
+
+``stress.json`` (format ``harness-stress/1``) is rewritten atomically after every case, so a
+run that is killed keeps every case it finished. Each case's JSON text is built once and kept,
+so a rewrite costs a string join, not a re-serialisation of the whole run. ``junit.xml`` and
+``index.html`` (with its plots, also under ``plots/``) are written after each batch and at
+the end.
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import json
+import os
+import time
+
+from harness.report.model import PRECEDENCE, CaseReport, RunReport, write_atomic
+from harness.stress.strategies import complexity, describe
+
+FORMAT = "harness-stress/1"
+DETAIL_LIMIT = 4000
+COMMUNICATION_ORACLES = ("cross-rank", "liveness", "error")
+
+
+def now_iso() -> str:
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+class StressRecord:
+    """Everything a stress run has done so far; the writers read it, nothing else."""
+
+    def __init__(self, config: dict, out_dir: str):
+        self.config = config
+        self.out_dir = out_dir
+        self.started_at = now_iso()
+        self.t0 = time.monotonic()
+        self.cases: list[dict] = []
+        self.case_reports: list[CaseReport] = []
+        self._case_json: list[str] = []
+        self.batches: list[dict] = []
+        self.failures: list[dict] = []
+        self.complete = False
+        self.interrupted: str | None = None
+        self.error: str | None = None
+        self.finished_at: str | None = None
+        self.time = {"running_s": 0.0, "shrink_s": 0.0, "verify_s": 0.0, "group_start_s": 0.0}
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    # --- adding ------------------------------------------------------------------------------
+    def add_case(self, batch: int, index: int, spec, report: CaseReport, started_s: float,
+                 failure: int | None) -> dict:
+        finished_s = self.elapsed()
+        entry = {
+            "name": report.name, "batch": batch, "index": index, "outcome": report.outcome,
+            "oracle": report.oracle, "oracles": list(report.oracles), "ranks": list(report.ranks),
+            "failure": failure, "reuse_events": report.reuse_events, "models_built": report.models_built,
+            "steps_compared": report.steps_compared, "duration_s": round(report.duration_s, 4),
+            "wall_s": round(finished_s - started_s, 4), "started_s": round(started_s, 3),
+            "finished_s": round(finished_s, 3), "retention_warnings": len(report.warnings),
+            "describe": describe(spec), "spec": spec.to_dict(),
+            "detail": report.detail[:DETAIL_LIMIT] + ("\n... (truncated)" if len(report.detail) > DETAIL_LIMIT else ""),
+        }
+        self.cases.append(entry)
+        self.case_reports.append(report)
+        self._case_json.append(json.dumps(entry, separators=(",", ":")))
+        return entry
+
+    def new_failure(self, oracle: str, case_entry: dict, spec, prefix_len: int) -> dict:
+        failure = {
+            "n": len(self.failures) + 1, "oracle": oracle, "first_case": case_entry["name"],
+            "cases": [case_entry["name"]], "count": 1, "found_s": case_entry["finished_s"],
+            "detail": case_entry["detail"], "original": {"spec": spec.to_dict(), "describe": describe(spec),
+                                                          **complexity(spec), "preceding_cases": prefix_len},
+            "status": "found", "repro": None, "replay": None,
+        }
+        self.failures.append(failure)
+        return failure
+
+    def failure_for(self, oracle: str) -> dict | None:
+        for f in self.failures:
+            if f["oracle"] == oracle:
+                return f
+        return None
+
+    # --- reading -----------------------------------------------------------------------------
+    def totals(self) -> dict:
+        outcomes = collections.Counter(c["outcome"] for c in self.cases)
+        by_oracle = collections.Counter(c["oracle"] for c in self.cases if c["oracle"])
+        elapsed = self.elapsed() if self.finished_at is None else self._elapsed_final
+        running = self.time["running_s"] or elapsed
+        return {
+            "cases": len(self.cases), "passed": outcomes.get("passed", 0), "failed": outcomes.get("failed", 0),
+            "errors": outcomes.get("error", 0), "failures": len(self.failures),
+            "failing_cases": sum(1 for c in self.cases if c["oracle"]),
+            "failures_by_oracle": {o: by_oracle[o] for o in sorted(by_oracle, key=_precedence)},
+            "models_built": sum(c["models_built"] for c in self.cases),
+            "reuse_events": sum(c["reuse_events"] for c in self.cases),
+            "steps_compared": sum(c["steps_compared"] for c in self.cases),
+            "retention_warnings": sum(c["retention_warnings"] for c in self.cases),
+            "batches": len(self.batches),
+            "elapsed_s": round(elapsed, 2),
+            "cases_per_s": round(len(self.cases) / elapsed, 3) if elapsed > 0 else 0.0,
+            "cases_per_s_running": round(len(self.cases) / running, 3) if running > 0 else 0.0,
+            **{k: round(v, 2) for k, v in self.time.items()},
+        }
+
+    def header(self) -> dict:
+        return {"format": FORMAT, "config": self.config, "started_at": self.started_at,
+                "finished_at": self.finished_at, "complete": self.complete, "interrupted": self.interrupted,
+                "error": self.error, "totals": self.totals(), "failures": self.failures, "batches": self.batches}
+
+    def to_dict(self) -> dict:
+        """The whole record as plain data (what ``stress.json`` holds)."""
+        return dict(self.header(), cases=self.cases)
+
+    def json_text(self) -> str:
+        head = json.dumps(self.header(), indent=1)
+        # Splice the cached case texts in as the last key, one case per line.
+        cases = "[\n" + ",\n".join(self._case_json) + "\n ]" if self._case_json else "[]"
+        return head[:-2] + ',\n "cases": ' + cases + "\n}\n"
+
+    def run_report(self) -> RunReport:
+        """The cases as a RunReport (for the JUnit writer), repro commands filled in."""
+        cfg = self.config
+        report = RunReport(cfg["sut"], cfg["launcher"], cfg["world_size"], cfg["seed"], cfg["reuse"],
+                           complete=self.complete, interrupted=self.interrupted)
+        by_n = {f["n"]: f for f in self.failures}
+        for entry, case in zip(self.cases, self.case_reports):
+            f = by_n.get(entry["failure"]) if entry["failure"] else None
+            if f is not None and case.outcome in ("failed", "error"):
+                command = (f.get("repro") or {}).get("command") or (f.get("replay") or {}).get("command") or ""
+                case.repro = command
+            report.cases.append(case)
+        return report
+
+    # --- writing -----------------------------------------------------------------------------
+    def finish(self) -> None:
+        self._elapsed_final = self.elapsed()
+        self.finished_at = now_iso()
+
+    def path(self, name: str) -> str:
+        return os.path.join(self.out_dir, name)
+
+    def write_json(self) -> None:
+        write_atomic(self.path("stress.json"), self.json_text())
+        publish(self.path("stress.json"))
+
+    def write_junit(self) -> None:
+        from harness.report.junit import write_junit
+
+        write_junit(self.run_report(), self.path("junit.xml"))
+        publish(self.path("junit.xml"))
+
+    def write_html(self) -> None:
+        """index.html, plots embedded, and the plots as files under plots/."""
+        from harness.report.html import write_stress_html
+
+        write_stress_html(self.to_dict(), self.path("index.html"), plots_dir=self.path("plots"))
+        publish(self.path("index.html"))
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_MODE = 0o666 & ~_umask()
+
+
+def publish(path: str) -> None:
+    """Reports are for reading: the mode a plain new file gets, not a temp file's private 0600."""
+    try:
+        os.chmod(path, _MODE)
+    except OSError:
+        pass
+
+
+def _precedence(oracle: str) -> int:
+    return PRECEDENCE.index(oracle) if oracle in PRECEDENCE else len(PRECEDENCE)

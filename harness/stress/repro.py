@@ -1,0 +1,133 @@
+"""Repro files and commands, and checking that a command reproduces its failure.
+
+A repro file is a JSON list of case specs, run in order in one group by
+``python -m harness run ... --case-file FILE``. The command is checked the way a user would
+run it: in a fresh process, with this run's stack, launcher, world size, reuse mode and seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from harness.report.model import write_atomic
+from harness.runner.config import RunConfig
+
+_PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def display_path(path: str) -> str:
+    """``path`` relative to the current folder when it lies below it, else absolute."""
+    rel = os.path.relpath(os.path.abspath(path))
+    return rel if not rel.startswith("..") else os.path.abspath(path)
+
+
+def write_case_file(path: str, cases: list) -> None:
+    from harness.stress.record import publish
+
+    write_atomic(path, json.dumps([c.to_dict() for c in cases], indent=1) + "\n")
+    publish(path)
+
+
+def run_command(cfg: RunConfig, case_file: str) -> list[str]:
+    """The ``python -m harness run`` argv that runs ``case_file`` as this stress run would."""
+    argv = ["python", "-m", "harness", "run", "--sut", cfg.sut, "--launcher", cfg.launcher, "--world-size",
+            str(cfg.world_size), "--reuse", cfg.options.reuse.text(), "--seed", str(cfg.options.run_seed)]
+    if cfg.sut_options.get("inject"):
+        argv += ["--inject", cfg.sut_options["inject"]]
+    if cfg.options.deadline_s != 10.0:
+        argv += ["--deadline", f"{cfg.options.deadline_s:g}"]
+    if cfg.options.strict:
+        argv.append("--strict")
+    if not cfg.isolation:
+        argv.append("--no-isolation")
+    return argv + ["--case-file", display_path(case_file)]
+
+
+def command_text(argv: list[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _resolve_prctl():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None).prctl
+    except Exception:
+        return None
+
+
+# Resolved here, in the parent: the child between fork and exec should not load libraries.
+_PRCTL = _resolve_prctl()
+
+
+def _die_with_parent() -> None:
+    """In the child: SIGTERM when the stress process dies, so a killed run leaves no controller behind."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
+
+
+def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float) -> dict:
+    """Run the command once in a fresh process; did ``case_name`` fail with ``oracle`` (exit 1)?"""
+    fd, json_path = tempfile.mkstemp(prefix="fp8h-verify-", suffix=".json")
+    os.close(fd)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable] + argv[1:] + ["--json", json_path]
+    started = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=env, preexec_fn=_die_with_parent)
+    timed_out = False
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        out = _stop(proc)
+    except BaseException:
+        _stop(proc)
+        _unlink(json_path)
+        raise
+    seconds = time.monotonic() - started
+    got = None
+    try:
+        with open(json_path) as fh:
+            data = json.load(fh)
+        for case in data.get("cases", []):
+            if case.get("name") == case_name:
+                got = case.get("oracle")
+    except (OSError, ValueError):
+        pass
+    _unlink(json_path)
+    text = out.decode(errors="replace") if out else ""
+    reproduced = (not timed_out) and proc.returncode == 1 and got == oracle
+    return {"reproduced": reproduced, "exit_code": proc.returncode, "oracle": got, "timed_out": timed_out,
+            "seconds": round(seconds, 2), "output_tail": text[-1500:]}
+
+
+def _stop(proc: subprocess.Popen) -> bytes:
+    """SIGTERM (the run writes what it has and stops its group), then SIGKILL; each wait bounded."""
+    out = b""
+    for sig, wait_s in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+        try:
+            proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            out, _ = proc.communicate(timeout=wait_s)
+            return out or b""
+        except subprocess.TimeoutExpired:
+            continue
+    return out
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,284 @@
+"""The stress loop: batches of generated cases until the time budget is spent.
+
+Each batch is drawn from the seed by Hypothesis and run on ONE persistent rank group by
+:func:`harness.runner.controller.run_controlled` (in this process by
+:func:`harness.runner.inproc.run_inproc` for ``--launcher inproc``, after a reset of the
+stack's registries). After every case the record is updated and ``stress.json`` rewritten.
+A batch ends when its time (``batch_seconds``) or the run's is up, or at the first failure of
+a kind not seen before: that failure is then shrunk and its repro command checked (see
+:mod:`harness.stress.shrink`) before the next batch starts. Later failures of a known kind are
+counted against it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import threading
+import time
+
+from harness.case.data import derive_seed
+from harness.errors import HarnessError, SetupError
+from harness.runner.config import RunConfig
+from harness.runner.controller import Interrupted
+from harness.stress.candidates import candidate_runner, reset_process_state
+from harness.stress.explore import draw_batch
+from harness.stress.progress import Progress
+from harness.stress.record import COMMUNICATION_ORACLES, StressRecord
+from harness.stress.repro import command_text, display_path, run_command, write_case_file
+from harness.stress.shrink import Budget, FailureContext, Shrinker
+from harness.stress.strategies import describe
+
+MAX_NAMES_PER_FAILURE = 200
+HTML_EVERY_S = 300.0       # index.html between batches at most this often (plots cost seconds)
+
+
+class BatchStop(HarnessError):
+    """Raised from the per-case callback to end a batch early (its group is stopped on the way out)."""
+
+
+@dataclasses.dataclass
+class StressOptions:
+    minutes: float
+    out_dir: str
+    seed: int
+    batch_seconds: float = 60.0
+    batch_size: int = 100           # cases drawn for the first batch; later ones follow the rate seen
+    shrink_share: float = 0.25      # of the whole budget, for all shrinking together
+    shrink_per_failure_s: float = 60.0
+    max_cases: int | None = None
+
+    @property
+    def budget_s(self) -> float:
+        return self.minutes * 60.0
+
+
+class StressSession:
+    def __init__(self, cfg: RunConfig, opts: StressOptions, progress: Progress | None = None, config_extra=None):
+        self.cfg = cfg
+        self.opts = opts
+        self.progress = progress or Progress(opts.budget_s)
+        config = {
+            "sut": cfg.sut, "sut_options": dict(cfg.sut_options), "launcher": cfg.launcher,
+            "world_size": cfg.world_size, "seed": opts.seed, "reuse": cfg.options.reuse.text(),
+            "minutes": opts.minutes, "deadline_s": cfg.options.deadline_s, "strict": cfg.options.strict,
+            "isolation": cfg.isolation, "batch_seconds": opts.batch_seconds, "batch_size": opts.batch_size,
+            "shrink_share": opts.shrink_share, "shrink_per_failure_s": opts.shrink_per_failure_s,
+            "max_cases": opts.max_cases, **(config_extra or {}),
+        }
+        self.record = StressRecord(config, opts.out_dir)
+        self.shrinker = Shrinker(cfg, opts.out_dir, Budget(opts.budget_s * opts.shrink_share, opts.shrink_per_failure_s),
+                                 candidate_runner, note=self.progress.note)
+        self.deadline = time.monotonic() + opts.budget_s
+        self._html_at = time.monotonic()
+
+    # --- the loop ----------------------------------------------------------------------------
+    def run(self) -> StressRecord:
+        previous = _install_signal_handlers()
+        try:
+            self.record.write_json()
+            batch = 0
+            while not self._time_up() and not self._enough_cases():
+                self._run_batch(batch)
+                batch += 1
+                if not self._time_up() and not self._enough_cases():
+                    self._write_reports(html=time.monotonic() - self._html_at >= HTML_EVERY_S)
+            self.record.complete = True
+        except Interrupted as exc:
+            self.record.interrupted = f"received {exc.args[0] if exc.args else 'a signal'}"
+        except KeyboardInterrupt:
+            self.record.interrupted = "received SIGINT"
+        except SetupError as exc:
+            self.record.error = str(exc)
+            raise
+        finally:
+            try:
+                self.shrinker.close()
+            finally:
+                self._account()
+                self.record.finish()
+                self.progress.close(self.record.totals())
+                self.record.write_json()
+                self._write_reports()
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+        return self.record
+
+    def _time_up(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def _enough_cases(self) -> bool:
+        return self.opts.max_cases is not None and len(self.record.cases) >= self.opts.max_cases
+
+    def _account(self) -> None:
+        t = self.record.time
+        t["shrink_s"] = self.shrinker.shrink_s
+        t["verify_s"] = self.shrinker.verify_s
+        t["group_start_s"] = self.shrinker.group_start_s
+
+    def _write_reports(self, html: bool = True) -> None:
+        self._account()
+        self.record.write_json()
+        try:
+            self.record.write_junit()
+            if html:
+                self.progress.phase = "drawing plots"
+                self.progress.update(self.record.totals(), force=True)
+                self.record.write_html()
+                self._html_at = time.monotonic()
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as exc:   # a plot that cannot be drawn must not cost the run its results
+            self.progress.note(f"warning: could not write junit.xml/index.html: {type(exc).__name__}: {exc}")
+
+    # --- one batch ---------------------------------------------------------------------------
+    def _batch_size(self) -> int:
+        """How many cases to draw: enough for the batch's time at the rate seen so far, with room."""
+        t = self.record.time["running_s"]
+        if not self.record.cases or t <= 0:
+            return self.opts.batch_size
+        rate = len(self.record.cases) / t
+        return max(20, min(500, int(rate * self.opts.batch_seconds * 1.5) + 10))
+
+    def _run_batch(self, b: int) -> None:
+        rec = self.record
+        batch_seed = derive_seed("stress-batch", self.opts.seed, b)
+        size = self._batch_size()
+        self.progress.phase = f"batch {b}: drawing cases"
+        self.progress.update(rec.totals(), force=True)
+        specs = draw_batch(batch_seed, size)
+        cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}") for i, c in enumerate(specs)]
+        batch_start = rec.elapsed()
+        info = {"index": b, "seed": batch_seed, "size": size, "started_s": round(batch_start, 3), "cases_run": 0,
+                "ended": None, "duration_s": None, "startup_s": None, "file": None}
+        rec.batches.append(info)
+        batch_deadline = time.monotonic() + self.opts.batch_seconds
+        state = {"seen": 0, "segment": 0, "last_t": batch_start}
+        pending: list[FailureContext] = []
+        self.progress.phase = f"batch {b}: starting ranks"
+        self.progress.update(rec.totals(), force=True)
+
+        def on_case(report) -> None:
+            for case_report in report.cases[state["seen"]:]:
+                i = state["seen"]
+                state["seen"] += 1
+                spec = cases[i]
+                started = state["last_t"]
+                if i == 0:   # the group's start-up is not the case's
+                    started = max(batch_start, rec.elapsed() - case_report.duration_s)
+                    info["startup_s"] = round(started - batch_start, 2)
+                oracle = case_report.oracle
+                known = rec.failure_for(oracle) if oracle else None
+                n = None
+                if oracle:
+                    n = known["n"] if known else len(rec.failures) + 1
+                entry = rec.add_case(b, i, spec, case_report, started, n)
+                state["last_t"] = rec.elapsed()
+                if oracle and known is None:
+                    failure = rec.new_failure(oracle, entry, spec, i - state["segment"])
+                    pending.append(FailureContext(failure, cases, batch_seed, size, i, state["segment"]))
+                    self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: new failure #{n}")
+                elif known is not None:
+                    known["count"] += 1
+                    if len(known["cases"]) < MAX_NAMES_PER_FAILURE:
+                        known["cases"].append(case_report.name)
+                    self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: failure #{n} again")
+                if set(case_report.oracles) & set(COMMUNICATION_ORACLES) or "broke its group" in case_report.detail:
+                    state["segment"] = i + 1    # run_controlled recycles or restarts the group here
+                info["cases_run"] = state["seen"]
+            self.progress.phase = f"batch {b}"
+            rec.write_json()
+            self.progress.update(rec.totals())
+            if pending:
+                raise BatchStop("a new kind of failure: shrink it first")
+            if self._time_up():
+                raise BatchStop("time budget spent")
+            if time.monotonic() >= batch_deadline:
+                raise BatchStop("batch time spent")
+            if self._enough_cases():
+                raise BatchStop("enough cases")
+
+        cfg = dataclasses.replace(self.cfg, cases=cases, json_path=None, junit_path=None)
+        ended = "all cases run"
+        t_run = time.monotonic()
+        try:
+            if cfg.launcher == "inproc":
+                from harness.runner.inproc import run_inproc
+
+                reset_process_state(cfg)
+                report = run_inproc(cfg, on_case)
+            else:
+                from harness.runner.controller import run_controlled
+
+                report = run_controlled(cfg, on_case)
+            if report.interrupted:
+                raise Interrupted(report.interrupted.split()[-1])
+        except BatchStop as stop:
+            ended = str(stop)
+        finally:
+            rec.time["running_s"] += time.monotonic() - t_run
+            info["ended"] = ended
+            info["duration_s"] = round(rec.elapsed() - batch_start, 2)
+            if state["seen"]:
+                path = os.path.join(self.opts.out_dir, "batches", f"batch-{b:03d}.json")
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                write_case_file(path, cases[:state["seen"]])
+                info["file"] = display_path(path)
+                info["replay"] = command_text(run_command(self.cfg, path))
+            for ctx in pending:
+                self._provisional(ctx, info)
+            rec.write_json()
+        for ctx in pending:
+            self._reproduce(ctx, info)
+
+    # --- a new failure -----------------------------------------------------------------------
+    def _provisional(self, ctx: FailureContext, batch_info: dict) -> None:
+        """An unchecked repro (the case and what ran before it in its group), written at once, so
+        that a run killed while shrinking still leaves a command behind."""
+        failure = ctx.failure
+        failure["replay"] = {"file": batch_info["file"], "command": batch_info["replay"],
+                             "case": ctx.batch_cases[ctx.index].name}
+        path = os.path.join(self.opts.out_dir, f"repro-{failure['n']}.json")
+        provisional = ctx.batch_cases[ctx.segment_start:ctx.index + 1]
+        write_case_file(path, provisional)
+        failure["repro"] = {"file": display_path(path), "command": command_text(run_command(self.cfg, path)),
+                            "kind": "unshrunk", "cases": len(provisional), "verified": None}
+        failure["status"] = "found; repro not checked yet"
+
+    def _reproduce(self, ctx: FailureContext, batch_info: dict) -> None:
+        failure = ctx.failure
+        n = failure["n"]
+        failure["status"] = "shrinking"
+        self.progress.phase = f"shrinking failure #{n}"
+        self.record.write_json()
+        try:
+            result = self.shrinker.reproduce(ctx, self.deadline)
+        except (Interrupted, KeyboardInterrupt):
+            failure["status"] = "interrupted while shrinking; repro not checked"
+            raise
+        finally:
+            self._account()
+        failure["repro"] = result
+        failure["status"] = "reproduced" if result["verified"] else "not reproduced"
+        self.record.write_json()
+        if result["verified"]:
+            self.progress.note(f"failure #{n} [{failure['oracle']}]: {result['kind']} repro, {result['cases']} case"
+                               f"{'s' * (result['cases'] != 1)} ({result['describe']}), reproduced in a fresh "
+                               f"process:\n  {result['command']}")
+        else:
+            v = result["verification"]
+            self.progress.note(f"failure #{n} [{failure['oracle']}]: NOT reproduced in a fresh process (exit "
+                               f"{v['exit_code']}, oracle {v['oracle']}); batch replay:\n  {batch_info['replay']}")
+
+
+def _install_signal_handlers() -> dict:
+    """SIGINT and SIGTERM end the run in order: the record is written, the groups stopped."""
+    def handler(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    return previous

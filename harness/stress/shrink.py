@@ -1,0 +1,196 @@
+"""From a failing case in a batch to a verified, minimal repro file and command.
+
+For a new failure signature (the case's primary oracle), within the shrink budget:
+
+1. Which preceding cases matter: the case alone, from a fresh state; if that passes, the cases
+   that ran before it in its group, then as few of them as still make it fail (the shortest
+   suffix first: stale state is usually left by the case just before, then one at a time).
+2. Hypothesis shrinks the case itself (see :mod:`harness.stress.explore`), the preceding
+   cases fixed, every candidate run on the shrink group.
+3. The minimal sequence goes to ``repro-<n>.json``; the command that runs it is run once in a
+   fresh process. If it does not reproduce, the unshrunk sequence is written and checked
+   instead, and failing that the whole batch up to the case (an exact replay of its group).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+from harness.errors import SetupError
+from harness.stress.explore import shrink_in_batch
+from harness.stress.repro import command_text, display_path, run_command, verify, write_case_file
+from harness.stress.strategies import complexity, describe
+
+
+@dataclasses.dataclass
+class FailureContext:
+    """Where a new failure was found: its batch, its index, the cases before it in its group."""
+
+    failure: dict
+    batch_cases: list          # every case of the batch, in order (named)
+    batch_seed: int
+    batch_size: int
+    index: int                 # of the failing case in the batch
+    segment_start: int         # first case of the batch in the failing case's group incarnation
+
+
+class Budget:
+    """Shrink time: a share of the whole run, and at most so much per failure signature."""
+
+    def __init__(self, total_s: float, per_failure_s: float):
+        self.left_s = total_s
+        self.per_failure_s = per_failure_s
+
+    def grant(self, run_deadline: float) -> float:
+        """A deadline (monotonic) for one failure's shrinking."""
+        return time.monotonic() + max(0.0, min(self.left_s, self.per_failure_s, run_deadline - time.monotonic()))
+
+    def charge(self, seconds: float) -> None:
+        self.left_s = max(0.0, self.left_s - seconds)
+
+
+class Shrinker:
+    def __init__(self, cfg, out_dir: str, budget: Budget, candidates_factory, note=print, verify_timeout_s=None):
+        self.cfg = cfg
+        self.out_dir = out_dir
+        self.budget = budget
+        self._factory = candidates_factory
+        self._candidates = None
+        self.note = note
+        self.verify_timeout_s = verify_timeout_s or max(120.0, cfg.options.deadline_s * 12)
+        self.shrink_s = 0.0
+        self.verify_s = 0.0
+
+    @property
+    def group_start_s(self) -> float:
+        return self._candidates.start_s if self._candidates is not None else 0.0
+
+    def close(self) -> None:
+        if self._candidates is not None:
+            self._candidates.close()
+            self._candidates = None
+
+    def _runner(self):
+        if self._candidates is None:
+            self._candidates = self._factory(self.cfg)
+        return self._candidates
+
+    # --- the steps ---------------------------------------------------------------------------
+    def reproduce(self, ctx: FailureContext, run_deadline: float) -> dict:
+        """Shrink (within budget), write repro-<n>.json, verify it; returns the failure's ``repro``."""
+        failure = ctx.failure
+        oracle = failure["oracle"]
+        target = ctx.batch_cases[ctx.index]
+        prefix = ctx.batch_cases[ctx.segment_start:ctx.index]
+        minimal, kept = target, list(prefix)
+        info = {"shrunk": False, "candidates_run": 0, "sequences_run": 0, "shrink_s": 0.0}
+        deadline = self.budget.grant(run_deadline)
+        if time.monotonic() < deadline:
+            try:
+                minimal, kept, info = self._shrink(ctx, target, prefix, oracle, deadline)
+            except SetupError as exc:
+                info["note"] = f"the shrink group could not start: {exc}"
+        else:
+            info["note"] = "shrink budget spent: not shrunk"
+        attempts = [(kept, minimal, "minimal" if info.get("shrunk") else "unshrunk")]
+        if info.get("shrunk"):
+            attempts.append((prefix, target, "unshrunk"))
+        if ctx.segment_start > 0:
+            attempts.append((ctx.batch_cases[:ctx.index], target, "batch replay"))
+        path = os.path.join(self.out_dir, f"repro-{failure['n']}.json")
+        result = None
+        for before, case, kind in attempts:
+            write_case_file(path, before + [case])
+            argv = run_command(self.cfg, path)
+            self.note(f"failure #{failure['n']} [{oracle}]: checking the {kind} repro ({len(before) + 1} case"
+                      f"{'s' * bool(before)}) in a fresh process")
+            t0 = time.monotonic()
+            check = verify(argv, case.name, oracle, self.verify_timeout_s)
+            self.verify_s += time.monotonic() - t0
+            result = {"file": display_path(path), "command": command_text(argv), "kind": kind,
+                      "cases": len(before) + 1, "preceding_cases": len(before), "target": case.name,
+                      "spec": case.to_dict(), "describe": describe(case), **complexity(case),
+                      "verified": check["reproduced"], "verification": check, **info}
+            if check["reproduced"]:
+                break
+        return result
+
+    def _shrink(self, ctx: FailureContext, target, prefix: list, oracle: str, deadline: float):
+        runner = self._runner()
+        started = time.monotonic()
+        start_before = runner.start_s
+        sequences = [0]
+
+        def fails(cases: list) -> bool:
+            sequences[0] += 1
+            reports = runner.run(cases)
+            return bool(reports) and reports[-1].name == cases[-1].name and reports[-1].oracle == oracle
+
+        def out_of_time() -> bool:
+            return time.monotonic() - (runner.start_s - start_before) > deadline
+
+        info = {"shrunk": False, "candidates_run": 0, "sequences_run": 0}
+        broken: list[str] = []
+        self.note(f"failure #{ctx.failure['n']} [{oracle}] in {target.name}: shrinking")
+        kept = list(prefix)
+        reproducible = False
+        if fails([target]):
+            kept, reproducible = [], True
+        elif prefix and not out_of_time() and fails(prefix + [target]):
+            reproducible = True
+            kept = _fewest_preceding(prefix, target, fails, out_of_time)
+        else:
+            info["note"] = "did not fail again from a fresh state: not shrunk"
+        info["reproducible"] = reproducible
+        minimal = target
+        if reproducible and not out_of_time():
+
+            def still_fails(candidate) -> bool:
+                if broken:
+                    return False
+                try:
+                    return fails(kept + [candidate.with_(name=target.name)])
+                except SetupError as exc:   # no group any more: stop judging, keep what we have
+                    broken.append(str(exc))
+                    return False
+
+            # Group starts during the shrink are not charged to it: move the deadline along.
+            outcome = shrink_in_batch(ctx.batch_seed, ctx.batch_size, ctx.index, target, still_fails,
+                                      deadline + (runner.start_s - start_before))
+            info["candidates_run"] = outcome.candidates_run
+            info["candidates_seen"] = outcome.candidates_seen
+            info["out_of_time"] = outcome.out_of_time
+            if outcome.found and outcome.minimal is not None:
+                minimal = outcome.minimal.with_(name=target.name)
+            elif not outcome.found:
+                info["note"] = "the batch's draw could not be replayed: case not shrunk"
+            if broken:
+                info["note"] = f"shrinking stopped, the shrink group could not start: {broken[0]}"
+        info["shrunk"] = minimal != target or len(kept) < len(prefix)
+        info["sequences_run"] = sequences[0]
+        spent = time.monotonic() - started - (runner.start_s - start_before)
+        info["shrink_s"] = round(spent, 2)
+        self.shrink_s += spent
+        self.budget.charge(spent)
+        return minimal, kept, info
+
+
+def _fewest_preceding(prefix: list, target, fails, out_of_time) -> list:
+    """As few preceding cases as still make ``target`` fail (``prefix + [target]`` is known to)."""
+    best = list(prefix)
+    length = 1
+    while length < len(best) and not out_of_time():
+        if fails(best[-length:] + [target]):
+            best = best[-length:]
+            break
+        length *= 2
+    i = 0
+    while len(best) > 1 and i < len(best) and not out_of_time():
+        trial = best[:i] + best[i + 1:]
+        if fails(trial + [target]):
+            best = trial
+        else:
+            i += 1
+    return best
