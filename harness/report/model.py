@@ -97,6 +97,18 @@ class RunReport:
         }
 
 
+def group_digest(results: dict) -> str:
+    """One digest for a case over every rank's result digest, in rank order (launcher-independent)."""
+    import hashlib
+
+    if not results:
+        return ""
+    if len(results) == 1:
+        return next(iter(results.values())).digest
+    joined = "|".join(f"{r}:{results[r].digest}" for r in sorted(results))
+    return hashlib.sha256(joined.encode()).hexdigest()[:32]
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write via a temp file in the same folder and rename: a reader never sees half a report."""
     folder = os.path.dirname(os.path.abspath(path)) or "."

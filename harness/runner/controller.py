@@ -30,7 +30,7 @@ from harness.errors import HarnessError, SetupError
 from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_disagreement
 from harness.oracles.findings import Failure
 from harness.oracles.isolation import compare_runs
-from harness.report.model import CaseReport, RunReport, verdict
+from harness.report.model import CaseReport, RunReport, group_digest, verdict
 from harness.runner import messages as msg
 from harness.runner.case_exec import RankResult
 from harness.runner.config import RunConfig
@@ -260,6 +260,10 @@ class RankGroup:
     # --- diagnostics ------------------------------------------------------------------------
     def _exit_description(self, rank: int) -> str:
         pid = self.pids.get(rank)
+        # A crash (SIGSEGV, SIGABRT, ...) is named by the rank's own faulthandler dump, written
+        # before the process died; with torchrun or mpirun that is all the controller can know.
+        crash = self._crash_line(rank)
+        crash = f"; {crash}" if crash else ""
         if self.cfg.launcher == "spawn" and self.procs is not None:
             deadline = time.monotonic() + 2
             proc = self.procs.procs[rank]
@@ -267,10 +271,14 @@ class RankGroup:
                 time.sleep(0.02)
             code = proc.poll()
             if code is not None and code < 0:
-                return f"killed by signal {signal.Signals(-code).name} (pid {pid})"
+                return f"killed by signal {signal.Signals(-code).name} (pid {pid}){crash}"
             if code is not None:
-                return f"exited with code {code} (pid {pid})"
-        return f"its connection closed (pid {pid})"
+                return f"exited with code {code} (pid {pid}){crash}"
+        return f"its connection closed (pid {pid}){crash}"
+
+    def _crash_line(self, rank: int) -> str:
+        fatal = [line for line in self._read_stack_file(rank, 0).splitlines() if line.startswith("Fatal Python error:")]
+        return fatal[-1].strip() if fatal else ""
 
     def _stack_offsets(self) -> dict[int, int]:
         out = {}
@@ -502,7 +510,7 @@ class CaseSession:
             repro=repro_for(cfg, case, self.previous, failures),
             warnings=sorted({w for r in res for w in r.warnings}),
             steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),
-            digest=(res[0].digest if res else ""), duration_s=max([r.duration_s for r in res] or [0.0]),
+            digest=group_digest(outcome.results), duration_s=max([r.duration_s for r in res] or [0.0]),
             artifacts=outcome.artifacts)
         communication_failed = any(f.oracle in ("cross-rank", "liveness", "error") for f in failures)
         self.previous = None if communication_failed else case   # a recycled group remembers nothing

@@ -44,6 +44,37 @@ def spmd_environment() -> SpmdEnv | None:
     return None
 
 
+def exit_together(env: SpmdEnv, line: str, code: int, timeout_s: float = 30.0) -> None:
+    """Bad input seen by every rank of an SPMD launch: each prints ``line`` once and exits ``code``.
+
+    torchrun's agent terminates the other ranks as soon as one exits with an error, so a rank
+    that exits first could have a slower peer killed before it said anything. Under torchrun
+    the ranks therefore ignore SIGTERM and leave together, after a bounded barrier on the
+    agent's store (a rank that never arrives costs ``timeout_s``, not a hang). mpirun (hydra)
+    lets every rank finish on its own, so there each rank just leaves.
+    """
+    import signal
+    import sys
+
+    if env.launcher == "torchrun":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(line, file=sys.stderr, flush=True)
+    if env.launcher == "torchrun" and env.world_size > 1:
+        try:
+            import torch.distributed as dist
+
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                                  timeout=datetime.timedelta(seconds=timeout_s))
+            key = f"harness-{os.environ.get('TORCHELASTIC_RUN_ID', '')}/bad-input"
+            if store.add(key, 1) >= env.world_size:
+                store.set(key + "/all", "1")
+            store.wait([key + "/all"], datetime.timedelta(seconds=timeout_s))
+        except Exception:
+            pass   # no store, or a rank that never came: leave anyway
+    sys.stdout.flush()
+    os._exit(code)
+
+
 def _connect_store(env: SpmdEnv, deadline_s: float):
     import torch.distributed as dist
 
@@ -108,7 +139,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
     from harness.idreuse.morgue import MORGUE
     from harness.idreuse.tracker import freeze_imports
     from harness.oracles.findings import Failure
-    from harness.report.model import RunReport, verdict
+    from harness.report.model import RunReport, group_digest, verdict
     from harness.runner.case_exec import GRAVEYARD, RankResult, execute_case
     from harness.runner.controller import judge
     from harness.runner.inproc import repro_for
@@ -195,7 +226,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
                     warnings=sorted({w for r in res for w in r.warnings}),
                     steps_compared=sum(r.steps_compared for r in res),
                     models_built=max([r.models_built for r in res] or [0]),
-                    digest=(res[0].digest if res else ""), duration_s=max([r.duration_s for r in res] or [0.0])))
+                    digest=group_digest(results), duration_s=max([r.duration_s for r in res] or [0.0])))
                 if on_case is not None:
                     on_case(report)
                 lost = len(results) < world
