@@ -42,11 +42,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args):
-    from harness.idreuse.morgue import ReusePolicy
-    from harness.runner.case_exec import RunOptions
-    from harness.runner.config import RunConfig, resolve_cases
     from harness.runner.spmd import spmd_environment
 
+    # Checked before torch is imported, so that every rank of an SPMD launch gets here at once.
     spmd = spmd_environment()
     launcher = args.launcher or (spmd.launcher if spmd else "spawn")
     world = args.world_size
@@ -55,6 +53,10 @@ def build_config(args):
     if spmd is not None and world != spmd.world_size:
         # Every rank sees the same arguments, so every rank stops here: no rank waits for another.
         raise UsageError(f"--world-size {world} but {spmd.launcher} started {spmd.world_size} ranks")
+
+    from harness.idreuse.morgue import ReusePolicy
+    from harness.runner.case_exec import RunOptions
+    from harness.runner.config import RunConfig, resolve_cases
     if args.faults and (spmd is not None or launcher == "inproc"):
         raise UsageError("--faults needs a controller that outlives its ranks: use --launcher spawn, torchrun or "
                          "mpirun from a plain shell (not inside torchrun/mpirun, not inproc)")
@@ -143,7 +145,15 @@ class _ReportFiles:
 def cmd_run(args) -> int:
     from harness.report.terminal import case_line, print_summary
 
-    cfg, spmd = build_config(args)
+    try:
+        cfg, spmd = build_config(args)
+    except (UsageError, SetupError) as exc:
+        from harness.runner.spmd import exit_together, spmd_environment
+
+        env = spmd_environment()
+        if env is not None:
+            exit_together(env, f"error: {exc}", 2)
+        raise
     if args.list:
         for c in cfg.cases:
             print(c.name)
@@ -152,10 +162,10 @@ def cmd_run(args) -> int:
     files = _ReportFiles(cfg.json_path, cfg.junit_path)
 
     def on_case(report):
+        files.write(report)      # first: once a case's line is printed, the reports on disk hold it
         for case in report.cases[printed[0]:]:
             print(case_line(case), flush=True)
         printed[0] = len(report.cases)
-        files.write(report)
 
     report = None
     try:

@@ -77,6 +77,44 @@ def builtin_cases() -> list[CaseSpec]:
     return cases
 
 
+def all_cases() -> list[CaseSpec]:
+    """The default run's cases plus the Userbuffers family (selected with ``--cases userbuffers``)."""
+    return builtin_cases() + userbuffers_cases()
+
+
+def userbuffers_cases() -> list[CaseSpec]:
+    """The pattern of TE's Userbuffers test: 8 configurations (bias x column/row x weight
+    requires grad) in one launch, FP8 parameters, each built and destroyed in turn, sharing the
+    launch's buffers; plus one with overlap off (plain collectives, same bits).
+
+    On the buggy stack with asymmetric reuse every one of them fails: the reusing rank's stale
+    hook issues an extra amax all-reduce while its peer is already in the next ring exchange,
+    so the all-reduce waits for a peer that waits for a chunk that never comes; the report
+    names the communicator, the operation, the chunk, the counter and both ranks (liveness).
+
+    These cases need a group of at least 2 ranks, and a deadline per case when they hang, so
+    a run without ``--cases`` leaves them out; ``--cases userbuffers`` selects them all.
+    """
+    out = []
+    recipe = DelayedScalingRecipe(amax_history_len=16)
+    for layout in ("column", "row"):
+        for bias in (False, True):
+            for wgrad in (True, False):
+                name = f"userbuffers/{layout}{'-bias' if bias else ''}{'' if wgrad else '-frozen'}"
+                model = ModelSpec(dims=(32, 32), recipe=recipe, fp8_params=True, construction="copy",
+                                  data_parallel=False, userbuffers=True, tp_layout=layout, bias=bias,
+                                  weight_grad=wgrad)
+                out.append(CaseSpec(name=name, model=model, batch=8, steps=3, models=2))
+    out.append(CaseSpec(name="userbuffers/column-no-overlap", batch=8, steps=3, models=2,
+                        model=ModelSpec(dims=(32, 32), recipe=recipe, data_parallel=False, userbuffers=True,
+                                        tp_layout="column", overlap=False)))
+    out.append(CaseSpec(name="userbuffers/init-cast-margin3", batch=8, steps=3, models=2,
+                        model=ModelSpec(dims=(32, 32), recipe=DelayedScalingRecipe(amax_history_len=16, margin=3),
+                                        fp8_params=True, construction="init_cast", data_parallel=False,
+                                        userbuffers=True, tp_layout="column")))
+    return out
+
+
 def select_cases(cases: list[CaseSpec], expr: str | None) -> list[CaseSpec]:
     """Cases whose name matches ``expr``.
 

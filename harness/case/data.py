@@ -68,3 +68,35 @@ def step_grad_output(case: CaseSpec, model_index: int, step: int, rank: int, run
     """The ``[batch, dims[-1]]`` gradient of the loss w.r.t. the output, of one rank at one step."""
     return _normal((case.batch, case.model.dims[-1]), run_seed, case.data_seed, case.name, model_index,
                    "dy", step, rank, micro_batch, std=0.01)
+
+
+def tp_tensor(case: CaseSpec, model_index: int, role: str, step: int, rank: int, run_seed: int,
+              shape: tuple[int, ...], std: float) -> torch.Tensor:
+    """A rank's slice of a tensor-parallel (Userbuffers) case's data: inputs and output gradients
+    whose shapes depend on the layout (sequence shard, or hidden shard); special values at step 1."""
+    x = _normal(shape, run_seed, case.data_seed, case.name, model_index, "tp", role, step, rank, std=std)
+    if role == "x" and step == min(1, case.steps - 1):
+        x = _special(x, case.special)
+    return x
+
+
+def tp_shapes(case: CaseSpec, world_size: int) -> dict[str, tuple[int, int]]:
+    """Per-rank shapes of a tensor-parallel layer ``k -> n`` with ``batch`` rows per rank.
+
+    column (sequence parallel in): x [m_local, k], weight shard [n/tp, k], dy [m, n/tp]
+    row (reduce-scatter out):      x [m, k/tp],    weight shard [n, k/tp], dy [m_local, n]
+    """
+    k, n = case.model.dims[0], case.model.dims[-1]
+    ml, m = case.batch, case.batch * world_size
+    if case.model.tp_layout == "column":
+        return {"x": (ml, k), "w": (n // world_size, k), "dy": (m, n // world_size)}
+    return {"x": (m, k // world_size), "w": (n, k // world_size), "dy": (ml, n)}
+
+
+def weight_shard(full: torch.Tensor, layout: str, rank: int, world_size: int) -> torch.Tensor:
+    """Rank ``rank``'s shard of an ``[n, k]`` weight: rows (column-parallel) or columns (row-parallel)."""
+    if layout == "column":
+        nl = full.shape[0] // world_size
+        return full[rank * nl:(rank + 1) * nl].clone()
+    kl = full.shape[1] // world_size
+    return full[:, rank * kl:(rank + 1) * kl].contiguous().clone()

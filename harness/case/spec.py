@@ -12,6 +12,7 @@ Scenarios:
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from harness.errors import UsageError
@@ -51,6 +52,12 @@ class CaseSpec:
             raise UsageError(f"case {self.name!r}: model dims must be >= 2 positive integers, got {m.dims!r}")
         if m.construction not in CONSTRUCTIONS:
             raise UsageError(f"case {self.name!r}: construction {m.construction!r} is not one of {', '.join(CONSTRUCTIONS)}")
+        # From JSON anything can come: a string lr fails deep inside a run, a string flag is truthy.
+        for flag in ("fp8_params", "data_parallel", "userbuffers", "bias"):
+            if not isinstance(getattr(m, flag), bool):
+                raise UsageError(f"case {self.name!r}: model {flag} must be true or false, got {getattr(m, flag)!r}")
+        if isinstance(m.lr, bool) or not isinstance(m.lr, (int, float)) or not math.isfinite(m.lr):
+            raise UsageError(f"case {self.name!r}: model lr must be a finite number, got {m.lr!r}")
 
     # --- plain-data round trip -------------------------------------------------------------
     def to_dict(self) -> dict:

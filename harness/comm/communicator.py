@@ -38,6 +38,7 @@ Counters (all in the *receiving* rank's flag region, one writer each):
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import enum
 import json
@@ -50,7 +51,7 @@ import torch
 from harness.comm.decode import DecodeCache
 from harness.comm.flags import FlagRegion, check_memory_model, flag_region_bytes, wait_counter
 from harness.comm.integrity import HEADER_BYTES, ChunkHeader, IntegrityMode, clear_header
-from harness.comm.segments import PAGE, Segment, check_prefix, segment_name
+from harness.comm.segments import PAGE, Segment, segment_name
 from harness.errors import DeadlineExceeded, HarnessError, UsageError
 
 SLOT_ALIGN = 64
@@ -103,7 +104,15 @@ class _Config:
 
 
 class Communicator:
-    """One Userbuffers communicator on one rank. See the module docstring for the protocol."""
+    """One Userbuffers communicator on one rank. See the module docstring for the protocol.
+
+    ``nbytes`` is the data capacity of each rank's buffer: ``world_size`` slots of
+    ``nbytes // world_size`` bytes (64-byte aligned), one chunk each. ``deadline_s`` bounds
+    every wait on a counter, so it must exceed the longest a peer may legitimately lag
+    (a slow peer's GEMM of one operation delays the release this rank waits for before
+    the next). ``method`` defaults to TE's for ``qkv``/``proj``/``fc1``/``fc2``;
+    ``integrity`` is ``cheap`` (default), ``full`` or ``off`` (:mod:`harness.comm.integrity`).
+    """
 
     def __init__(
         self,
@@ -120,7 +129,7 @@ class Communicator:
         setup_timeout_s: float | None = None,
     ):
         check_memory_model()
-        check_prefix(prefix)
+        segment_name(prefix, name, 0, "data")          # validates prefix and name up front
         if not isinstance(world_size, int) or world_size < 1:
             raise UsageError(f"world_size must be a positive integer, got {world_size!r}")
         if not isinstance(rank, int) or not 0 <= rank < world_size:
@@ -455,3 +464,8 @@ def destroy_ub(communicators: Iterable[Communicator] | None = None) -> int:
     for comm in targets:
         comm.close()
     return len(targets)
+
+
+# A process that exits normally without closing its communicators still removes its own
+# segments; one that is killed leaves them for unlink_prefix.
+atexit.register(destroy_ub)

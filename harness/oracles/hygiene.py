@@ -16,6 +16,9 @@ def _r(value, limit: int = 32) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+_INT_HOLDERS = (int, dict, set, frozenset, list, tuple)   # an int, or what _walk_ints walks into
+
+
 def _walk_ints(obj, path: str, out: list, depth: int = 0, seen=None) -> None:
     if seen is None:
         seen = set()
@@ -26,15 +29,20 @@ def _walk_ints(obj, path: str, out: list, depth: int = 0, seen=None) -> None:
     if isinstance(obj, int):
         out.append((path, obj))
         return
+    # Children that can hold no int (a registry's tensors, metas, modules) are skipped before their
+    # path text is formatted: formatting it for every element dominated this scan on big registries.
     if isinstance(obj, dict):
         seen.add(id(obj))
         for k, v in list(obj.items()):
-            _walk_ints(k, f"{path} key {_r(k)}", out, depth + 1, seen)
-            _walk_ints(v, f"{path}[{_r(k)}]", out, depth + 1, seen)
+            if isinstance(k, _INT_HOLDERS):
+                _walk_ints(k, f"{path} key {_r(k)}", out, depth + 1, seen)
+            if isinstance(v, _INT_HOLDERS):
+                _walk_ints(v, f"{path}[{_r(k)}]", out, depth + 1, seen)
     elif isinstance(obj, (set, frozenset, list, tuple)):
         seen.add(id(obj))
         for i, v in enumerate(list(obj)):
-            _walk_ints(v, f"{path} element" if isinstance(v, int) else f"{path}[{i}]", out, depth + 1, seen)
+            if isinstance(v, _INT_HOLDERS):
+                _walk_ints(v, f"{path} element" if isinstance(v, int) else f"{path}[{i}]", out, depth + 1, seen)
 
 
 def stale_ids(registries: dict, dead: dict[int, str]) -> list[str]:

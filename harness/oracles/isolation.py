@@ -28,6 +28,10 @@ def _collapsed(entries: list[dict]) -> tuple[list, list]:
 def compare_runs(shared, alone) -> list[str]:
     """Lines describing how the shared run differs from the isolated run (empty when equal)."""
     lines = []
+    if alone.failures:
+        first = alone.failures[0]
+        first = first.line() if hasattr(first, "line") else str(first)
+        return [f"the isolated run of this case failed by itself, so it cannot be compared: {first[:600]}"]
     a_seq, a_entries = _collapsed(alone.collectives)
     s_seq, s_entries = _collapsed(shared.collectives)
     if a_seq != s_seq:

@@ -28,21 +28,43 @@ def registry_sizes(registries: dict) -> dict[str, dict]:
     return sizes
 
 
+# Exact types that are neither tensors nor containers and have no __dict__: walking into them
+# counts nothing, so they are never pushed (most of a meta's attributes are such values).
+_LEAF_TYPES = frozenset({str, bytes, int, float, complex, bool, type(None), torch.dtype, torch.device})
+_MAX_DEPTH = 6
+
+
 def _tensor_bytes(root) -> int:
     nbytes, seen, stack = 0, set(), [(root, 0)]
+    leaf = _LEAF_TYPES
     while stack:
         obj, depth = stack.pop()
-        if id(obj) in seen or depth > 6:
+        if id(obj) in seen or depth > _MAX_DEPTH:
             continue
         seen.add(id(obj))
         if isinstance(obj, torch.Tensor):
-            nbytes += obj.numel() * obj.element_size()
-        elif isinstance(obj, dict):
-            stack.extend((v, depth + 1) for v in obj.values())
+            nbytes += obj.nbytes          # numel() * element_size()
+            continue
+        if isinstance(obj, dict):
+            children = obj.values()
         elif isinstance(obj, (list, tuple, set, frozenset)):
-            stack.extend((v, depth + 1) for v in obj)
+            children = obj
         elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-            stack.extend((v, depth + 1) for v in vars(obj).values())
+            children = vars(obj).values()
+        else:
+            continue
+        if depth >= _MAX_DEPTH:     # deeper children would be skipped when popped
+            continue
+        for v in children:
+            if type(v) in leaf:
+                continue
+            if isinstance(v, torch.Tensor):
+                # A tensor has no children: counting it here is what popping it would do.
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    nbytes += v.nbytes
+                continue
+            stack.append((v, depth + 1))
     return nbytes
 
 

@@ -76,6 +76,9 @@ def _role_state(meta: _Meta, fp8_bytes=None, fp8_scale_inv=None) -> RoleState:
 
 def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
     """Simulate every rank of the group; return rank ``rank``'s expected states."""
+    if case.model.userbuffers:
+        from harness.reference.tensor_parallel import expected_tp_model
+        return expected_tp_model(case, run_seed, world_size, rank, model_index)
     spec = case.model
     recipe = spec.recipe
     fwd_fmt, bwd_fmt = recipe.fp8_format.forward(), recipe.fp8_format.backward()

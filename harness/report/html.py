@@ -24,15 +24,37 @@ _FIGSIZE = (6.4, 3.0)
 _DPI = 100
 
 
-def _figure():
+def _figure(left: float = 0.1, bottom: float = 0.17):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=_FIGSIZE, dpi=_DPI)
     FigureCanvasAgg(fig)
     # Fixed margins: a constrained layout costs as much as drawing the plot.
-    fig.subplots_adjust(left=0.1, right=0.88, bottom=0.17, top=0.9)
+    fig.subplots_adjust(left=left, right=0.88, bottom=bottom, top=0.9)
     return fig, fig.add_subplot(1, 1, 1)
+
+
+def _integer_ticks(axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _shade_pauses(ax, data: dict) -> None:
+    """Shade the time between batches (shrinking failures, checking repros, drawing reports)."""
+    batches = data.get("batches", [])
+    end = data["totals"]["elapsed_s"]
+    labelled = False
+    for i, b in enumerate(batches):
+        stop = b["started_s"] + (b.get("duration_s") or 0.0)
+        nxt = batches[i + 1]["started_s"] if i + 1 < len(batches) else end
+        if nxt - stop > 1.0:
+            ax.axvspan(stop / 60.0, nxt / 60.0, color="#ff7f0e", alpha=0.12, linewidth=0,
+                       label=None if labelled else "between batches: shrinking, checking repros")
+            labelled = True
+    if labelled:
+        ax.legend(loc="upper right", fontsize="small")
 
 
 def _png(fig) -> bytes:
@@ -72,6 +94,7 @@ def plot_rate(data: dict) -> bytes:
     xs = [(i * width) / 60.0 for i in range(nbins + 1)]
     ax.stairs([n / width for n in counts], xs, fill=True, color="#1f77b4", alpha=0.35)
     ax.stairs([n / width for n in counts], xs, color="#1f77b4")
+    _shade_pauses(ax, data)
     for b in data.get("batches", []):
         ax.axvline(b["started_s"] / 60.0, color="#555555", linestyle=":", linewidth=0.8)
     for f in data.get("failures", []):
@@ -109,6 +132,10 @@ def plot_reuse(data: dict) -> bytes:
         ys.append(running)
     total.step(ts, ys, where="post", color="#2ca02c", linewidth=1.5)
     total.set_ylabel("reuse events in total")
+    ax.set_ylim(bottom=0)
+    total.set_ylim(bottom=0)
+    _integer_ticks(ax.yaxis)
+    _integer_ticks(total.yaxis)
     ax.set_xlim(0, max(xs[-1], 1e-3))
     ax.set_title(f"Id reuse events over time ({running} in total)")
     return _png(fig)
@@ -117,7 +144,7 @@ def plot_reuse(data: dict) -> bytes:
 def plot_failures(data: dict) -> bytes:
     """Failing cases by their primary oracle."""
     by_oracle = data["totals"].get("failures_by_oracle", {})
-    fig, ax = _figure()
+    fig, ax = _figure(left=0.22)
     if not by_oracle:
         _empty(ax, f"no failure in {data['totals']['cases']} cases")
         ax.set_title("Failing cases by oracle")
@@ -129,6 +156,7 @@ def plot_failures(data: dict) -> bytes:
     ax.invert_yaxis()
     ax.set_xlabel("failing cases")
     ax.set_xlim(0, max(counts) * 1.15 + 1)
+    _integer_ticks(ax.xaxis)
     ax.set_title("Failing cases by oracle")
     return _png(fig)
 
@@ -150,6 +178,7 @@ def plot_durations(data: dict) -> bytes:
     ax.hist([passed, failed], bins=edges, stacked=True, color=["#1f77b4", "#d62728"],
             label=[f"passed ({len(passed)})", f"failed ({len(failed)})"])
     ax.set_xscale("log")
+    _integer_ticks(ax.yaxis)
     ax.set_xlabel("case duration on its ranks (s, log scale)")
     ax.set_ylabel("cases")
     ax.legend(loc="upper right", fontsize="small")
@@ -172,7 +201,7 @@ th { background: #f3f3f3; } td.num { text-align: right; }
 code, pre { font-family: ui-monospace, monospace; font-size: 0.88em; }
 pre { background: #f7f7f7; padding: 0.6em; overflow-x: auto; white-space: pre-wrap; }
 .ok { color: #2a7a2a; font-weight: bold; } .bad { color: #b22222; font-weight: bold; }
-.plots img { width: 100%; max-width: 640px; border: 1px solid #ddd; margin: 0.3em; }
+.plots img { width: calc(50% - 1em); min-width: 400px; border: 1px solid #ddd; margin: 0.3em; }
 .plots { display: flex; flex-wrap: wrap; }
 """
 
@@ -186,7 +215,8 @@ def _img(png: bytes, alt: str) -> str:
 
 
 def _table(headers, rows, numeric=()) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    """A table; ``headers`` None for a two-column list of names and values."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers) if headers else ""
     body = []
     for row in rows:
         cells = []
@@ -194,7 +224,7 @@ def _table(headers, rows, numeric=()) -> str:
             cls = ' class="num"' if i in numeric else ""
             cells.append(f"<td{cls}>{value}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<table>{f'<tr>{head}</tr>' if head else ''}{''.join(body)}</table>"
 
 
 def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
@@ -202,7 +232,7 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
     status = ("complete" if data.get("complete") else
               f"interrupted ({data['interrupted']})" if data.get("interrupted") else
               f"error: {data['error']}" if data.get("error") else "running or killed")
-    verdict = (f'<span class="ok">no failure</span>' if not t["failing_cases"] else
+    verdict = ("<span class=\"ok\">no failure</span>" if not t["failing_cases"] else
                f'<span class="bad">{t["failing_cases"]} failing cases, {t["failures"]} distinct failures</span>')
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>stress {_e(cfg['sut'])} "
              f"{_e(data['started_at'][:10])}</title><style>{_STYLE}</style></head><body>",
@@ -219,7 +249,7 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
         ("steps compared bitwise", t["steps_compared"]), ("retention warnings", t["retention_warnings"]),
         ("cases/s", f"{t['cases_per_s']:.2f} overall, {t['cases_per_s_running']:.2f} while running cases"),
     ]
-    parts.append(_table(["", ""], [(_e(k), _e(v)) for k, v in summary]))
+    parts.append(_table(None, [(_e(k), _e(v)) for k, v in summary]))
     if t["reuse_events"] == 0 and t["cases"]:
         parts.append("<p class='bad'>No id was reused in this run: the id-reuse bug class was not exercised.</p>")
     parts.append("<h2>Failures</h2>")
@@ -240,7 +270,7 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
                 ("shrinking", _e(f"{repro.get('candidates_run', 0)} candidates, {repro.get('shrink_s', 0)} s"
                                  + (f"; {repro['note']}" if repro.get("note") else ""))),
                 ("check", checked)]
-        parts.append(_table(["", ""], rows))
+        parts.append(_table(None, rows))
         parts.append(f"<pre>{_e(repro.get('command', ''))}</pre>")
         if f.get("replay") and f["replay"].get("command"):
             parts.append(f"<p>Exact replay of its batch (case <code>{_e(f['replay']['case'])}</code>):</p>"
@@ -294,14 +324,15 @@ def trend_plots(runs: list[dict]) -> dict[str, bytes]:
     xs = list(range(len(runs)))
     out = {}
 
-    fig, ax = _figure()
+    fig, ax = _figure(left=0.16, bottom=_TREND_BOTTOM)
     ax.plot(xs, [r["totals"]["cases_per_s"] for r in runs], marker="o", color="#1f77b4")
+    ax.set_ylim(bottom=0)
     ax.set_ylabel("cases/s")
     ax.set_title("Throughput per run")
     _label_runs(ax, xs, labels)
     out["trend_cases_per_s"] = _png(fig)
 
-    fig, ax = _figure()
+    fig, ax = _figure(left=0.16, bottom=_TREND_BOTTOM)
     oracles = _oracle_order({o for r in runs for o in r["totals"].get("failures_by_oracle", {})})
     bottom = [0] * len(runs)
     for o in oracles:
@@ -311,17 +342,21 @@ def trend_plots(runs: list[dict]) -> dict[str, bytes]:
     if oracles:
         ax.legend(fontsize="small")
     ax.set_ylabel("failing cases")
+    _integer_ticks(ax.yaxis)
     ax.set_title("Failing cases by oracle per run")
     _label_runs(ax, xs, labels)
     out["trend_failures"] = _png(fig)
 
-    fig, ax = _figure()
+    fig, ax = _figure(left=0.16, bottom=_TREND_BOTTOM)
     ax.bar(xs, [r["totals"]["reuse_events"] for r in runs], color="#2ca02c")
     ax.set_ylabel("reuse events")
     ax.set_title("Id reuse events per run")
     _label_runs(ax, xs, labels)
     out["trend_reuse_events"] = _png(fig)
     return out
+
+
+_TREND_BOTTOM = 0.33     # room for the slanted date labels
 
 
 def _label_runs(ax, xs, labels) -> None:

@@ -6,7 +6,7 @@ import dataclasses
 import json
 import os
 
-from harness.case.catalog import builtin_cases, select_cases
+from harness.case.catalog import all_cases, builtin_cases, select_cases
 from harness.case.spec import CaseSpec
 from harness.errors import UsageError
 from harness.idreuse.morgue import ReusePolicy
@@ -37,8 +37,8 @@ class RunConfig:
             raise UsageError(f"--world-size must be an integer >= 1, got {self.world_size!r}")
         if self.launcher == "inproc" and self.world_size != 1:
             raise UsageError(f"--launcher inproc runs in this process: world size must be 1, got {self.world_size}")
-        if not (self.options.deadline_s > 0):
-            raise UsageError(f"--deadline must be > 0 seconds, got {self.options.deadline_s!r}")
+        if not (0 < self.options.deadline_s < float("inf")):   # NaN and inf cannot be waited on
+            raise UsageError(f"--deadline must be > 0 seconds and finite, got {self.options.deadline_s!r}")
         for path, flag in ((self.json_path, "--json"), (self.junit_path, "--junit")):
             if path:
                 check_writable(path, flag)
@@ -75,8 +75,12 @@ def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=Non
         cases = load_case_file(case_file)
     elif stack is not None and hasattr(stack, "builtin_cases"):
         cases = stack.builtin_cases()
+    elif case_expr:
+        cases = all_cases()      # a selection may name the Userbuffers family too
     else:
         cases = builtin_cases()
+    if not cases:
+        raise UsageError(f"--case-file {case_file!r} holds no case" if case_file else "no case to run")
     if case_expr and any(c.name == case_expr for c in cases):
         return [c for c in cases if c.name == case_expr]
     names = [n.strip() for n in (case_expr or "").split(",") if n.strip()]

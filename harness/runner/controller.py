@@ -66,6 +66,7 @@ class RankGroup:
         self.procs = None
         self._listener = None
         self._stopped = False
+        self.stragglers: list[int] = []     # pids still alive after the launcher stopped, killed by marker
 
     # --- start ------------------------------------------------------------------------------
     def start(self) -> "RankGroup":
@@ -385,7 +386,11 @@ class RankGroup:
                 self._listener.close()
             except OSError:
                 pass
-        from harness.runner.cleanup import unlink_shm_prefix
+        from harness.runner.cleanup import kill_processes_with_env, unlink_shm_prefix
+
+        # Whatever the launcher did not stop (a torchrun rank in its own session, a zygote): by
+        # the group's own environment marker, so nothing of another group is touched.
+        self.stragglers = kill_processes_with_env("HARNESS_RUN_DIR", self.run_dir)
         unlink_shm_prefix(self.shm_prefix)
         self.store = None
         shutil.rmtree(self.run_dir, ignore_errors=True)

@@ -17,6 +17,7 @@ import os
 import sys
 import sysconfig
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -37,14 +38,27 @@ def _short(path: str) -> str:
     return "/".join(parts[-3:])
 
 
+@functools.lru_cache(maxsize=None)
+def _site_file(fn: str) -> str | None:
+    """The short name of a frame's file when its frames count as call sites, else None.
+
+    Cached per file name: resolving symlinks (``realpath``) costs a system call per path
+    component, and every collective walks the same few files.
+    """
+    if os.path.realpath(fn).startswith(_SKIP_DIRS) or fn.startswith(_SKIP_DIRS) or "<frozen" in fn \
+            or "/_pytest/" in fn or "/pluggy/" in fn:
+        return None
+    return _short(fn)
+
+
 def call_sites(limit: int = 6) -> list[str]:
     """Frames outside torch and the runner, innermost first: ``path:line function``."""
     sites = []
     frame = sys._getframe(2)
     while frame is not None and len(sites) < limit:
-        fn = frame.f_code.co_filename
-        if not os.path.realpath(fn).startswith(_SKIP_DIRS) and not fn.startswith(_SKIP_DIRS) and "<frozen" not in fn and "/_pytest/" not in fn and "/pluggy/" not in fn:
-            sites.append(f"{_short(fn)}:{frame.f_lineno} {frame.f_code.co_name}")
+        short = _site_file(frame.f_code.co_filename)
+        if short is not None:
+            sites.append(f"{short}:{frame.f_lineno} {frame.f_code.co_name}")
         frame = frame.f_back
     return sites
 
@@ -78,6 +92,7 @@ class Ledger:
         self._seq = 0
         self.on_progress = None
         self.precheck = None     # a CollectivePrecheck, set by the worker
+        self.check_s = 0.0       # seconds spent recording and prechecking collectives (never reset)
 
     def progress(self) -> None:
         """Tell the rank's watchdog that the case moves (a step started, a collective returned)."""
@@ -142,10 +157,14 @@ def install() -> Ledger:
             def make(original, name):
                 @functools.wraps(original)
                 def wrapper(*args, **kwargs):
-                    entry = LEDGER.record(name, args, kwargs)
-                    LEDGER.progress()
-                    if LEDGER.precheck is not None:
-                        LEDGER.precheck(entry)
+                    t0 = time.perf_counter()
+                    try:
+                        entry = LEDGER.record(name, args, kwargs)
+                        LEDGER.progress()
+                        if LEDGER.precheck is not None:
+                            LEDGER.precheck(entry)
+                    finally:
+                        LEDGER.check_s += time.perf_counter() - t0
                     LEDGER.in_flight = entry
                     try:
                         return original(*args, **kwargs)

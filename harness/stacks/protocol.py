@@ -41,8 +41,10 @@ class ModelSpec:
     construction: str = "copy"
     lr: float = 0.05
     data_parallel: bool = True
-    userbuffers: bool = False          # tensor-parallel layers with Userbuffers-style overlap
-    tp_layout: str = "column"          # "column" or "row" (userbuffers models only)
+    userbuffers: bool = False          # one tensor-parallel layer over the group, Userbuffers-style
+    tp_layout: str = "column"          # "column" (sequence-parallel all-gather in) or "row" (reduce-scatter out)
+    overlap: bool = True               # userbuffers models: comm-GEMM overlap on, or plain collectives
+    weight_grad: bool = True           # userbuffers models: the weight requires grad (else it stays frozen)
     bias: bool = False
     scaling: str = "delayed"           # "delayed" (TE's recipe); other stacks may offer e.g. "tensorwise"
 
@@ -56,6 +58,7 @@ class BuildContext:
     group: Any                      # torch.distributed ProcessGroup, or None when world_size == 1
     device: torch.device
     initial_weights: Sequence[torch.Tensor]   # one fp32 [out, in] tensor per layer, from seeds
+    deadline_s: float = 10.0                  # for the stack's own waits (e.g. Userbuffers flags)
 
 
 @dataclasses.dataclass

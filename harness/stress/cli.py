@@ -59,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="shrink time per kind of failure at most (default 60)")
     p.add_argument("--max-cases", type=_positive(int, "--max-cases"), default=None,
                    help="stop after this many cases even if time is left")
+    p.add_argument("--max-failures", type=_positive(int, "--max-failures"), default=None,
+                   help="stop once this many kinds of failure are found, shrunk and checked")
     return p
 
 
@@ -103,7 +105,7 @@ def main(argv=None) -> int:
 
     opts = StressOptions(minutes=args.minutes, out_dir=args.out, seed=seed, batch_seconds=args.batch_seconds,
                          shrink_share=args.shrink_share, shrink_per_failure_s=args.shrink_seconds,
-                         max_cases=args.max_cases)
+                         max_cases=args.max_cases, max_failures=args.max_failures)
     extra = {"argv": ["python", "-m", "harness", "stress"] + list(sys.argv[1:] if argv is None else argv),
              "cwd": os.getcwd(), "host": platform.node(), "python": platform.python_version(),
              "torch": torch.__version__, "hypothesis": hypothesis.__version__}

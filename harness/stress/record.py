@@ -108,7 +108,7 @@ class StressRecord:
         }
 
     def header(self) -> dict:
-        return {"format": FORMAT, "config": self.config, "started_at": self.started_at,
+        return {"format": FORMAT, "seed": self.config.get("seed"), "config": self.config, "started_at": self.started_at,
                 "finished_at": self.finished_at, "complete": self.complete, "interrupted": self.interrupted,
                 "error": self.error, "totals": self.totals(), "failures": self.failures, "batches": self.batches}
 

@@ -48,6 +48,7 @@ class StressOptions:
     shrink_share: float = 0.25      # of the whole budget, for all shrinking together
     shrink_per_failure_s: float = 60.0
     max_cases: int | None = None
+    max_failures: int | None = None     # stop once this many kinds of failure are found (and shrunk)
 
     @property
     def budget_s(self) -> float:
@@ -65,7 +66,7 @@ class StressSession:
             "minutes": opts.minutes, "deadline_s": cfg.options.deadline_s, "strict": cfg.options.strict,
             "isolation": cfg.isolation, "batch_seconds": opts.batch_seconds, "batch_size": opts.batch_size,
             "shrink_share": opts.shrink_share, "shrink_per_failure_s": opts.shrink_per_failure_s,
-            "max_cases": opts.max_cases, **(config_extra or {}),
+            "max_cases": opts.max_cases, "max_failures": opts.max_failures, **(config_extra or {}),
         }
         self.record = StressRecord(config, opts.out_dir)
         self.shrinker = Shrinker(cfg, opts.out_dir, Budget(opts.budget_s * opts.shrink_share, opts.shrink_per_failure_s),
@@ -80,6 +81,8 @@ class StressSession:
             self.record.write_json()
             batch = 0
             while not self._time_up() and not self._enough_cases():
+                if batch and self._too_late_for_a_batch():
+                    break
                 self._run_batch(batch)
                 batch += 1
                 if not self._time_up() and not self._enough_cases():
@@ -95,12 +98,18 @@ class StressSession:
         finally:
             try:
                 self.shrinker.close()
-            finally:
-                self._account()
-                self.record.finish()
-                self.progress.close(self.record.totals())
-                self.record.write_json()
+            except (Interrupted, KeyboardInterrupt):
+                pass     # interrupted again: its ranks end with this process (parent-death signal)
+            self._account()
+            self.record.finish()
+            self.record.write_json()
+            try:
                 self._write_reports()
+            except (Interrupted, KeyboardInterrupt):
+                self.progress.note("interrupted again: stress.json is written; junit.xml and index.html may be older")
+            finally:
+                self.progress.phase = "done" if self.record.complete else "stopped"
+                self.progress.close(self.record.totals())
                 for sig, handler in previous.items():
                     signal.signal(sig, handler)
         return self.record
@@ -108,8 +117,17 @@ class StressSession:
     def _time_up(self) -> bool:
         return time.monotonic() >= self.deadline
 
+    def _too_late_for_a_batch(self) -> bool:
+        """Starting a group that would spend most of the time left starting: not worth it."""
+        startups = [b["startup_s"] for b in self.record.batches if b.get("startup_s") is not None]
+        startup = sum(startups) / len(startups) if startups else 0.0
+        return self.deadline - time.monotonic() < max(5.0, 2 * startup)
+
     def _enough_cases(self) -> bool:
-        return self.opts.max_cases is not None and len(self.record.cases) >= self.opts.max_cases
+        """Stop early: as many cases, or as many kinds of failure, as asked for."""
+        if self.opts.max_cases is not None and len(self.record.cases) >= self.opts.max_cases:
+            return True
+        return self.opts.max_failures is not None and len(self.record.failures) >= self.opts.max_failures
 
     def _account(self) -> None:
         t = self.record.time
@@ -137,7 +155,8 @@ class StressSession:
         """How many cases to draw: enough for the batch's time at the rate seen so far, with room."""
         t = self.record.time["running_s"]
         if not self.record.cases or t <= 0:
-            return self.opts.batch_size
+            # Short runs draw fewer (drawing a hundred cases takes about a second).
+            return max(20, min(self.opts.batch_size, int(self.opts.budget_s * 2)))
         rate = len(self.record.cases) / t
         return max(20, min(500, int(rate * self.opts.batch_seconds * 1.5) + 10))
 
@@ -253,7 +272,7 @@ class StressSession:
         self.progress.phase = f"shrinking failure #{n}"
         self.record.write_json()
         try:
-            result = self.shrinker.reproduce(ctx, self.deadline)
+            result = self.shrinker.reproduce(ctx)
         except (Interrupted, KeyboardInterrupt):
             failure["status"] = "interrupted while shrinking; repro not checked"
             raise

@@ -43,9 +43,13 @@ class Budget:
         self.left_s = total_s
         self.per_failure_s = per_failure_s
 
-    def grant(self, run_deadline: float) -> float:
-        """A deadline (monotonic) for one failure's shrinking."""
-        return time.monotonic() + max(0.0, min(self.left_s, self.per_failure_s, run_deadline - time.monotonic()))
+    def grant(self) -> float:
+        """A deadline (monotonic) for one failure's shrinking.
+
+        Not cut short by the run's own deadline: a failure found in the last seconds is worth
+        its shrink as much as one found early, and the shrink budget bounds the overrun.
+        """
+        return time.monotonic() + max(0.0, min(self.left_s, self.per_failure_s))
 
     def charge(self, seconds: float) -> None:
         self.left_s = max(0.0, self.left_s - seconds)
@@ -62,15 +66,19 @@ class Shrinker:
         self.verify_timeout_s = verify_timeout_s or max(120.0, cfg.options.deadline_s * 12)
         self.shrink_s = 0.0
         self.verify_s = 0.0
+        self._closed_start_s = 0.0
 
     @property
     def group_start_s(self) -> float:
-        return self._candidates.start_s if self._candidates is not None else 0.0
+        return self._closed_start_s + (self._candidates.start_s if self._candidates is not None else 0.0)
 
     def close(self) -> None:
         if self._candidates is not None:
-            self._candidates.close()
-            self._candidates = None
+            self._closed_start_s += self._candidates.start_s
+            try:
+                self._candidates.close()
+            finally:
+                self._candidates = None
 
     def _runner(self):
         if self._candidates is None:
@@ -78,7 +86,7 @@ class Shrinker:
         return self._candidates
 
     # --- the steps ---------------------------------------------------------------------------
-    def reproduce(self, ctx: FailureContext, run_deadline: float) -> dict:
+    def reproduce(self, ctx: FailureContext) -> dict:
         """Shrink (within budget), write repro-<n>.json, verify it; returns the failure's ``repro``."""
         failure = ctx.failure
         oracle = failure["oracle"]
@@ -86,7 +94,7 @@ class Shrinker:
         prefix = ctx.batch_cases[ctx.segment_start:ctx.index]
         minimal, kept = target, list(prefix)
         info = {"shrunk": False, "candidates_run": 0, "sequences_run": 0, "shrink_s": 0.0}
-        deadline = self.budget.grant(run_deadline)
+        deadline = self.budget.grant()
         if time.monotonic() < deadline:
             try:
                 minimal, kept, info = self._shrink(ctx, target, prefix, oracle, deadline)

@@ -39,6 +39,10 @@ class Model:
 def sync_gradients(model: Model) -> list[torch.Tensor]:
     """Every rank's wgrad summed in rank order (data-parallel), or the local wgrad."""
     grads = [layer.wgrad for layer in model.layers]
+    for layer in model.layers:
+        bias, bgrad = getattr(layer, "bias", None), getattr(layer, "bgrad", None)
+        if bias is not None and bgrad is not None:
+            layer.bias = torch.add(bias, bgrad, alpha=-model.lr)
     group = model.group
     if not model.data_parallel or group is None or dist.get_world_size(group) == 1:
         return grads
@@ -57,6 +61,8 @@ def sync_gradients(model: Model) -> list[torch.Tensor]:
 def sgd_step(model: Model, master_weights: list[torch.Tensor]) -> None:
     grads = sync_gradients(model)
     for i, (layer, grad) in enumerate(zip(model.layers, grads)):
+        if grad is None:          # a frozen weight (weight_grad=False)
+            continue
         master_weights[i] = torch.add(master_weights[i], grad, alpha=-model.lr)
         if layer.fp8_weight:
             layer.weight.quantize_(master_weights[i])

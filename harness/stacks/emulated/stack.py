@@ -117,6 +117,9 @@ class EmulatedStack:
         return regs
 
     def reset(self) -> None:
+        from harness.stacks.emulated import userbuffers
+
+        userbuffers.destroy()
         GLOBAL_AMAX_BUFFERS.reset()
         if self.buggy:
             id_bookkeeping.reset()

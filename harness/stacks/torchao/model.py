@@ -89,14 +89,8 @@ def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), layer_s
     copy = spec.construction == "copy"
     for layer, w0 in zip(module, ctx.initial_weights):
         data = torch.empty(tuple(w0.shape), dtype=torch.float32) if copy else w0.detach().to(torch.float32).clone()
-        from harness.idreuse.morgue import MORGUE as _M
-        _t = hex(id(_M._parked[0])) if _M._parked and _M.releasing else None
-        _rc = __import__('sys').getrefcount(_M._parked[0]) if _M._parked and _M.releasing else None
         reuse_point("torchao_weight")     # the harness may hand a dead weight's address to the next Parameter
         layer.weight = nn.Parameter(data)
-        import os
-        with open(f"/tmp/tadbg-{os.getpid()}.log", "a") as fh:
-            fh.write(f"{ctx.rank} target {_t} rc {_rc} got {hex(id(layer.weight))} released {len(_M.released_ids)}\n")
         del data
     recorder = CastRecorder()
     for index, layer in enumerate(module):

@@ -1,0 +1,83 @@
+"""torchao's catalogue through the harness: real float8 training on CPU, compared bit for bit.
+
+    pytest cases/test_torchao.py
+
+The whole catalogue runs once in this process (``harness.runner.inproc``, world size 1, every
+case also re-run alone in a fresh process for the isolation oracle); each test then checks one
+case's verdict. The injected id-hook must fail hygiene in process, and diverge across ranks on a
+two-rank group with asymmetric forced id reuse. Skipped where torchao cannot be imported.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.stacks.torchao.cases import builtin_cases   # plain data: no torchao import
+
+
+def _torchao_missing() -> str | None:
+    try:
+        import torchao.float8  # noqa: F401
+    except Exception as exc:
+        return f"torchao is not importable ({type(exc).__name__}): pip install -e '.[torchao]'"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_torchao_missing() is not None, reason=_torchao_missing() or "")
+
+CASE_NAMES = [c.name for c in builtin_cases()]
+REPRO_CASES = [c for c in builtin_cases() if c.name.startswith("torchao/repro-")]
+
+
+def _config(cases, *, inject=None, launcher="inproc", world_size=1, reuse="natural", isolation=True):
+    from harness.idreuse.morgue import ReusePolicy
+    from harness.runner.case_exec import RunOptions
+    from harness.runner.config import RunConfig
+
+    return RunConfig(sut="torchao", sut_options={"inject": inject} if inject else {}, launcher=launcher,
+                     world_size=world_size, options=RunOptions(reuse=ReusePolicy.parse(reuse)),
+                     cases=list(cases), isolation=isolation).validate()
+
+
+@pytest.fixture(scope="module")
+def catalogue_report():
+    from harness.runner.inproc import run_inproc
+
+    report = run_inproc(_config(builtin_cases()))
+    return {c.name: c for c in report.cases}
+
+
+@pytest.mark.parametrize("name", CASE_NAMES)
+def test_case_passes_bitwise(catalogue_report, name):
+    from harness.pytest_plugin import failure_text
+
+    report = catalogue_report[name]
+    assert report.outcome == "passed", failure_text(report)
+    assert report.steps_compared > 0
+    assert not report.warnings            # torchao keeps no per-model state in its registries
+
+
+def test_injected_id_hook_fails_hygiene():
+    from harness.runner.inproc import run_inproc
+
+    report = run_inproc(_config(REPRO_CASES + builtin_cases()[:2], inject="id-hook", isolation=False))
+    for case in report.cases:
+        assert case.outcome == "failed" and "hygiene" in case.oracles, case.name
+        assert "id_hook.REGISTERED_WEIGHTS" in case.detail and "of dead model.module" in case.detail
+
+
+@pytest.mark.slow
+def test_injected_id_hook_diverges_across_ranks_with_asymmetric_reuse():
+    from harness.runner.controller import run_controlled
+
+    cases = [c for c in REPRO_CASES if c.name in ("torchao/repro-build", "torchao/repro-update")]
+    report = run_controlled(_config(cases, inject="id-hook", launcher="spawn", world_size=2, reuse="asymmetric",
+                                    isolation=False))
+    assert [c.name for c in report.cases] == [c.name for c in cases]
+    for case in report.cases:
+        assert case.oracle == "cross-rank" and "hygiene" in case.oracles, case.name
+        assert case.reuse_events > 0
+        text = case.detail
+        # The reusing rank's extra all-reduce comes from the hook; the peer is at its gradient all-gather.
+        assert "rank 0: all_reduce MAX" in text and "id_hook.py" in text and "after_weight_update" in text
+        assert "rank 1: all_gather" in text and "weight_gradients" in text

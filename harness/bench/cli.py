@@ -1,0 +1,196 @@
+"""``python -m harness bench [--json PATH] [--quick]``: the harness's performance figures.
+
+A benchmark, not a test: every figure is a ratio (or share, or time) measured side by side in
+this run and repeated, reported as the median with its spread, next to its target. The table
+goes to stdout; ``--json`` writes ``{"figures": [...], "meta": {...}}`` after every figure, so
+an interrupted run keeps what it measured. Exit code 0 when the bench ran (``--check``: 1 when a
+target was missed), 2 on bad input or an environment that cannot run it.
+
+Figures (see docs/performance.md for what each measures and why):
+amortization, overhead, time_to_red (+ time_to_red_from_ready), stress_throughput, oracle_cost,
+rss_slope (harness_own, emulated_patched), overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+from harness.errors import UsageError
+
+GROUPS = ("launch", "time_to_red", "stress_throughput", "oracle_cost", "rss_slope", "overlap")
+ALIASES = {"amortization": "launch", "overhead": "launch", "red": "time_to_red", "stress": "stress_throughput",
+           "throughput": "stress_throughput", "oracle": "oracle_cost", "rss": "rss_slope", "memory": "rss_slope"}
+
+# Knobs per mode: full stays under 10 minutes on the 2-core development machine, --quick under 2.
+FULL = {"k": 40, "rounds": 3, "block": 10, "fresh_per_round": None, "fresh_budget_s": 240.0, "red_repeats": 4,
+        "stress_cases": 6, "stress_models": 10, "rss_cases": 50, "rss_models": 10, "overlap_repeats": 5,
+        "overlap_shape": None}
+QUICK = {"k": 40, "rounds": 2, "block": 10, "fresh_per_round": 1, "fresh_budget_s": 30.0, "red_repeats": 1,
+         "stress_cases": 4, "stress_models": 5, "rss_cases": 10, "rss_models": 10, "overlap_repeats": 2,
+         "overlap_shape": {"m": 4096, "k": 4096, "n": 8}}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse(argv):
+    p = _Parser(prog="python -m harness bench", description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", default=None, help="write the figures here as JSON")
+    p.add_argument("--quick", action="store_true", help="fewer repeats and cycles (under 2 minutes)")
+    p.add_argument("--only", default=None,
+                   help=f"comma-separated figures to measure: {', '.join(GROUPS)} (default: all)")
+    p.add_argument("--cases", type=int, default=None, help="K, the small cases of the launch figures (default 40)")
+    p.add_argument("--rounds", type=int, default=None, help="rounds of the launch figures")
+    p.add_argument("--repeats", type=int, default=None, help="time_to_red runs and overlap repetitions")
+    p.add_argument("--overlap-shape", default=None, help="M,K,N of the overlap benchmark (default: its own)")
+    p.add_argument("--check", action="store_true", help="exit 1 when a figure misses its target")
+    return p.parse_args(argv)
+
+
+def _knobs(args) -> dict:
+    knobs = dict(QUICK if args.quick else FULL)
+    if args.cases is not None:
+        if args.cases < 1:
+            raise UsageError("--cases must be >= 1")
+        knobs["k"] = args.cases
+        knobs["block"] = min(knobs["block"], args.cases)
+    if args.rounds is not None:
+        if args.rounds < 1:
+            raise UsageError("--rounds must be >= 1")
+        knobs["rounds"] = args.rounds
+    if args.repeats is not None:
+        if args.repeats < 1:
+            raise UsageError("--repeats must be >= 1")
+        knobs["red_repeats"] = knobs["overlap_repeats"] = args.repeats
+    if args.overlap_shape:
+        try:
+            m, k, n = (int(x) for x in args.overlap_shape.split(","))
+        except ValueError:
+            raise UsageError(f"--overlap-shape {args.overlap_shape!r}: expected M,K,N") from None
+        knobs["overlap_shape"] = {"m": m, "k": k, "n": n}
+    return knobs
+
+
+def _selected(only: str | None) -> list[str]:
+    if not only:
+        return list(GROUPS)
+    chosen = []
+    for name in (s.strip() for s in only.split(",") if s.strip()):
+        group = ALIASES.get(name, name)
+        if group not in GROUPS:
+            raise UsageError(f"--only {name!r}: not a figure; use {', '.join(GROUPS)}")
+        if group not in chosen:
+            chosen.append(group)
+    return chosen
+
+
+def main(argv=None) -> int:
+    from harness.errors import HarnessError, SetupError
+
+    try:
+        args = parse(list(sys.argv[1:] if argv is None else argv))
+        knobs = _knobs(args)
+        chosen = _selected(args.only)
+        if args.json:
+            from harness.runner.config import check_writable
+            check_writable(args.json, "--json")
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        figures = run_bench(chosen, knobs, args)
+    except (SetupError, HarnessError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    if args.check and any(f.ok is False for f in figures):
+        return 1
+    return 0
+
+
+def run_bench(chosen: list[str], knobs: dict, args) -> list:
+    from harness.bench.figures import table, write_json
+
+    started = time.monotonic()
+    figures: list = []
+    meta = {"command": "python -m harness bench" + (" " + " ".join(sys.argv[2:]) if sys.argv[1:2] == ["bench"] else ""),
+            "quick": bool(args.quick), "knobs": knobs, "python": platform.python_version(),
+            "cpus": os.cpu_count(), "loadavg_start": list(os.getloadavg())}
+
+    def log(text: str) -> None:
+        print(text, flush=True)
+
+    def done(new) -> None:
+        figures.extend(new)
+        meta["elapsed_s"] = round(time.monotonic() - started, 1)
+        meta["loadavg_end"] = list(os.getloadavg())
+        if args.json:
+            write_json(figures, args.json, meta)
+
+    needs_bare = any(g in chosen for g in ("launch", "stress_throughput", "rss_slope"))
+    bare = None
+    try:
+        if needs_bare:
+            from harness.bench.bare import BareGroup
+            bare = BareGroup(2).start()
+        launch_results = None
+        for group in chosen:
+            t0 = time.monotonic()
+            log(f"{group} ...")
+            if group == "launch":
+                from harness.bench.launch import launch_figures
+                new, extra = launch_figures(bare, knobs["k"], knobs["rounds"], knobs["block"],
+                                            knobs["fresh_per_round"], knobs["fresh_budget_s"], log=log)
+                launch_results = extra["rank_results"]
+            elif group == "time_to_red":
+                from harness.bench.red import time_to_red_figures
+                new = time_to_red_figures(knobs["red_repeats"], log=log)
+            elif group == "stress_throughput":
+                from harness.bench.throughput import throughput_figure
+                fig, _ = throughput_figure(bare, knobs["stress_cases"], knobs["stress_models"], log=log)
+                new = [fig]
+            elif group == "oracle_cost":
+                from harness.bench.oracle_cost import oracle_cost_figure
+                results = launch_results if launch_results is not None else _oracle_run(knobs)
+                new = [oracle_cost_figure(results)]
+            elif group == "rss_slope":
+                from harness.bench.memory import memory_figures
+                new = memory_figures(bare, knobs["rss_cases"], knobs["rss_models"], log=log)
+            else:
+                from harness.bench.overlap import overlap_figure
+                new = [overlap_figure(knobs["overlap_repeats"], knobs["overlap_shape"], log=log)]
+            log(f"  ({time.monotonic() - t0:.1f} s)")
+            done(new)
+    finally:
+        if bare is not None:
+            bare.stop()
+    print()
+    print(table(figures))
+    print(f"\n{len(figures)} figures in {time.monotonic() - started:.0f} s"
+          f" (load average {meta['loadavg_start'][0]:.1f} at start, {os.getloadavg()[0]:.1f} at end)")
+    if args.json:
+        print(f"JSON: {args.json}")
+    return figures
+
+
+def _oracle_run(knobs: dict) -> list[dict]:
+    """The small cases on one persistent group, for oracle_cost alone (no bare loop needed)."""
+    from harness.bench.harnessed import TimedSession, bench_config
+    from harness.bench.launch import _expect_pass
+    from harness.bench.workload import small_cases
+
+    session = TimedSession(bench_config()).start()
+    try:
+        for case in small_cases(knobs["k"]):
+            _expect_pass(session.run(case))
+    finally:
+        session.close()
+    return session.rank_results
