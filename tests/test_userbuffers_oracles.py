@@ -1,0 +1,40 @@
+"""The Userbuffers cases inside the runner: integrity and liveness fail on known-bad input."""
+
+from __future__ import annotations
+
+from harness.case.catalog import userbuffers_cases
+from harness.idreuse.morgue import ReusePolicy
+from harness.runner.case_exec import RunOptions
+from harness.runner.config import RunConfig
+from harness.runner.controller import run_controlled
+
+
+def _run(sut: str, reuse: str, names: list[str], deadline: float = 3.0):
+    cases = [c for c in userbuffers_cases() if c.name in names]
+    cfg = RunConfig(sut=sut, launcher="spawn", world_size=2, isolation=False, cases=cases,
+                    options=RunOptions(reuse=ReusePolicy.parse(reuse), deadline_s=deadline)).validate()
+    return run_controlled(cfg)
+
+
+def test_mis_scaled_chunk_is_caught_by_buffer_integrity():
+    report = _run("tests.stacks.scale_skew:INPUT_SCALE_SKEW", "natural", ["userbuffers/column"])
+    case = report.cases[0]
+    assert case.outcome == "failed", case.detail
+    assert "buffer-integrity" in case.oracles, case.detail
+    assert "qkv" in case.detail and "rank" in case.detail, case.detail
+
+
+def test_patched_userbuffers_case_passes_bitwise():
+    report = _run("emulated-patched", "symmetric", ["userbuffers/column", "userbuffers/row"])
+    assert [c.outcome for c in report.cases] == ["passed", "passed"], [c.detail for c in report.cases]
+    assert all(c.steps_compared > 0 for c in report.cases)
+
+
+def test_buggy_stack_with_asymmetric_reuse_leaves_userbuffers_counters_out_of_step():
+    report = _run("emulated-buggy", "asymmetric", ["userbuffers/column"])
+    case = report.cases[0]
+    assert case.outcome == "failed"
+    assert case.oracle == "liveness", case.detail
+    # The report names the communicator, the operation, the chunk and both ranks.
+    assert "userbuffers 'qkv' ring all-gather: rank 1 waiting for chunk 0 from rank 0" in case.detail, case.detail
+    assert "hygiene" in case.oracles
