@@ -160,9 +160,10 @@ class RankGroup:
 
     # --- running ----------------------------------------------------------------------------
     def _send_all(self, m) -> None:
+        data = msg.encode(m)        # the same bytes for every rank: encode once
         for rank in range(self.world):
             try:
-                self.conns[rank].send_bytes(msg.encode(m))
+                self.conns[rank].send_bytes(data)
             except (OSError, KeyError) as exc:
                 raise GroupBroken(f"cannot reach rank {rank}: {exc}") from None
 
@@ -235,14 +236,16 @@ class RankGroup:
             f"rank {r}: {_fmt(in_flight[r])}" for r in range(self.world)) + "\n" + stack_text))
         return CaseOutcome(results, failures, True, {"stacks": stacks})
 
-    def recycle(self) -> bool:
-        """Soft recycle: a fresh process group and empty registries in the same processes.
+    def recycle(self, new_group: bool = True) -> bool:
+        """Soft recycle: empty registries and (unless ``new_group`` is False) a fresh process group,
+        in the same processes. ``new_group=False`` when the precheck stopped every mismatched
+        collective before it reached gloo, so the process group itself is sound.
 
         Returns False when some rank does not confirm within the deadline (then stop and respawn).
         """
         self.generation += 1
         try:
-            self._send_all(msg.Recycle(self.generation))
+            self._send_all(msg.Recycle(self.generation, new_group))
         except GroupBroken:
             return False
         ready = set()
@@ -519,7 +522,12 @@ class CaseSession:
             artifacts=outcome.artifacts)
         communication_failed = any(f.oracle in ("cross-rank", "liveness", "error") for f in failures)
         self.previous = None if communication_failed else case   # a recycled group remembers nothing
-        if outcome.broken or (communication_failed and not group.recycle()):
+        # Only prechecked mismatches (no gloo error, no dead or hung rank): the process group is sound.
+        gloo_touched = bool(outcome.failures) or any(
+            f.oracle in ("liveness", "error") or (f.oracle == "cross-rank" and f.rank is not None
+                                                  and "CollectiveMismatch" not in f.detail)
+            for f in failures)
+        if outcome.broken or (communication_failed and not group.recycle(new_group=gloo_touched)):
             self.restart()
         return report
 

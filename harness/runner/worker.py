@@ -161,13 +161,14 @@ def main() -> int:
             if isinstance(m, msg.Recycle):
                 # A fresh group in the same processes: new process group, empty registries, no
                 # parked objects. Used when the last case failed but every rank is responsive.
-                dist.destroy_process_group()
                 stack.reset()
                 MORGUE.clear()
                 GRAVEYARD.dead.clear()
                 generation[0] = m.generation
-                dist.init_process_group("gloo", store=dist.PrefixStore(f"pg{m.generation}/", store), rank=rank,
-                                        world_size=world, timeout=datetime.timedelta(seconds=deadline))
+                if m.new_group:
+                    dist.destroy_process_group()
+                    dist.init_process_group("gloo", store=dist.PrefixStore(f"pg{m.generation}/", store), rank=rank,
+                                            world_size=world, timeout=datetime.timedelta(seconds=deadline))
                 send(msg.Ready(rank=rank))
                 continue
             case = CaseSpec.from_dict(m.case)
