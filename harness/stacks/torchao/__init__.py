@@ -13,5 +13,7 @@ One concept per file:
 * :mod:`.id_hook` -- ``--inject id-hook``: an id()-keyed weight-update hook added on purpose
   (torchao has no such state), so the oracles can be checked against a real stack.
 
-Only :mod:`.stack`, :mod:`.reference`, :mod:`.cases` and :mod:`.id_hook` import without torchao.
+Every module imports without torchao (torchao is imported where it is used, and by ``load()``,
+which turns its absence into a one-line :class:`harness.errors.SetupError`); the reference
+never uses it.
 """

@@ -57,7 +57,8 @@ def builtin_cases() -> list[CaseSpec]:
         #   next model on the reusing rank, while the peer all-gathers its next gradients.
         _case("torchao/repro-update", dims=(16, 16, 16), steps=2, models=3, construction="init_cast"),
         #   prelude: one model of the isolation reproducer's shape, whose weights are parked
-        #   when torchao/repro-isolation starts (it fails only hygiene under --inject id-hook).
+        #   when torchao/repro-isolation starts (no collective diverges in it: under
+        #   --inject id-hook only its dead ids are found).
         _case("torchao/repro-prelude", dims=(16, 16), steps=2, models=1),
         #   isolation: the prelude's ids reused on every rank (aligned, so the ranks agree):
         #   the build's weight write completes the prelude's set and reduces, where the same

@@ -20,8 +20,10 @@ import warnings
 
 from harness.errors import SetupError, UsageError
 from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
+from harness.stacks.torchao import capture as _capture
 from harness.stacks.torchao import cases as _cases
 from harness.stacks.torchao import id_hook
+from harness.stacks.torchao import model as _model
 from harness.stacks.torchao import reference as _reference
 
 INJECTIONS = ("id-hook",)
@@ -33,9 +35,6 @@ class TorchaoStack:
     def __init__(self, inject: str | None = None):
         if inject is not None and inject not in INJECTIONS:
             raise UsageError(f"--inject {inject!r}: --sut torchao knows {', '.join(INJECTIONS)}")
-        from harness.stacks.torchao import capture, model   # both import torchao
-
-        self._capture, self._model = capture, model
         self.inject = inject
         self.name = "torchao" if inject is None else f"torchao+{inject}"
 
@@ -47,13 +46,13 @@ class TorchaoStack:
             key = id_hook.bookkeeping_key(("torchao", spec.scaling, "emulate"), group)
             post_write = (id_hook.after_weight_update,)
             setup = (lambda layer: id_hook.attach(layer, key, group),)
-        return self._model.build_model(spec, ctx, post_write_hooks=post_write, layer_setup=setup)
+        return _model.build_model(spec, ctx, post_write_hooks=post_write, layer_setup=setup)
 
     # --- a step -----------------------------------------------------------------------------
     def forward_backward(self, model, inputs, grad_output):
         recorder = model.recorder
         recorder.begin_step()
-        with self._capture.intercepting(recorder), warnings.catch_warnings():
+        with _capture.intercepting(recorder), warnings.catch_warnings():
             # The full backward pre-hooks that attribute casts to layers fire on output gradients
             # alone (the input needs no gradient); torch warns about that on every backward.
             warnings.filterwarnings("ignore", message="Full backward hook is firing", category=UserWarning)
@@ -68,7 +67,7 @@ class TorchaoStack:
                 for key, s in model.recorder.casts.items()}
 
     def optimizer_step(self, model) -> None:
-        self._model.sgd_step(model)
+        _model.sgd_step(model)
 
     def final_weights(self, model) -> dict[str, RoleState]:
         import torch
