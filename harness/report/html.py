@@ -270,6 +270,11 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
                 ("shrinking", _e(f"{repro.get('candidates_run', 0)} candidates, {repro.get('shrink_s', 0)} s"
                                  + (f"; {repro['note']}" if repro.get("note") else ""))),
                 ("check", checked)]
+        if len(repro.get("attempts", [])) > 1:
+            rows.append(("attempts", _e("; ".join(
+                f"{a['kind']} ({a['cases']} case{'s' * (a['cases'] != 1)}): "
+                + ("reproduced" if a["reproduced"] else f"not reproduced (exit {a['exit_code']}, {a['oracle']})")
+                for a in repro["attempts"]))))
         parts.append(_table(None, rows))
         parts.append(f"<pre>{_e(repro.get('command', ''))}</pre>")
         if f.get("replay") and f["replay"].get("command"):

@@ -7,7 +7,8 @@ stack's registries). After every case the record is updated and ``stress.json`` 
 A batch ends when its time (``batch_seconds``) or the run's is up, or at the first failure of
 a kind not seen before: that failure is then shrunk and its repro command checked (see
 :mod:`harness.stress.shrink`) before the next batch starts. Later failures of a known kind are
-counted against it.
+counted against it; while its repro does not reproduce, a later failing case of that kind is
+tried instead (at most ``MAX_TRIES`` cases per kind).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import threading
 import time
 
 from harness.case.data import derive_seed
-from harness.errors import HarnessError, SetupError
+from harness.errors import HarnessError
 from harness.runner.config import RunConfig
 from harness.runner.controller import Interrupted
 from harness.stress.candidates import candidate_runner, reset_process_state
@@ -31,11 +32,14 @@ from harness.stress.shrink import Budget, FailureContext, Shrinker
 from harness.stress.strategies import describe
 
 MAX_NAMES_PER_FAILURE = 200
+MAX_TRIES = 3              # cases tried per kind of failure until one gives a repro that reproduces
 HTML_EVERY_S = 300.0       # index.html between batches at most this often (plots cost seconds)
 
 
-class BatchStop(HarnessError):
-    """Raised from the per-case callback to end a batch early (its group is stopped on the way out)."""
+class BatchStop(Exception):
+    """Raised from the per-case callback to end a batch early (its group is stopped on the way out).
+
+    Not a HarnessError: the runners treat those as the run failing, and this is no failure."""
 
 
 @dataclasses.dataclass
@@ -69,7 +73,7 @@ class StressSession:
             "max_cases": opts.max_cases, "max_failures": opts.max_failures, **(config_extra or {}),
         }
         self.record = StressRecord(config, opts.out_dir)
-        self.shrinker = Shrinker(cfg, opts.out_dir, Budget(opts.budget_s * opts.shrink_share, opts.shrink_per_failure_s),
+        self.shrinker = Shrinker(cfg, Budget(opts.budget_s * opts.shrink_share, opts.shrink_per_failure_s),
                                  candidate_runner, note=self.progress.note)
         self.deadline = time.monotonic() + opts.budget_s
         self._html_at = time.monotonic()
@@ -89,11 +93,12 @@ class StressSession:
                     self._write_reports(html=time.monotonic() - self._html_at >= HTML_EVERY_S)
             self.record.complete = True
         except Interrupted as exc:
-            self.record.interrupted = f"received {exc.args[0] if exc.args else 'a signal'}"
+            why = exc.args[0] if exc.args else "a signal"
+            self.record.interrupted = why if " " in why else f"received {why}"
         except KeyboardInterrupt:
             self.record.interrupted = "received SIGINT"
-        except SetupError as exc:
-            self.record.error = str(exc)
+        except HarnessError as exc:
+            self.record.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
             try:
@@ -175,6 +180,7 @@ class StressSession:
         batch_deadline = time.monotonic() + self.opts.batch_seconds
         state = {"seen": 0, "segment": 0, "last_t": batch_start}
         pending: list[FailureContext] = []
+        walls: dict[str, float] = {}
         self.progress.phase = f"batch {b}: starting ranks"
         self.progress.update(rec.totals(), force=True)
 
@@ -193,22 +199,31 @@ class StressSession:
                 if oracle:
                     n = known["n"] if known else len(rec.failures) + 1
                 entry = rec.add_case(b, i, spec, case_report, started, n)
+                walls[spec.name] = entry["wall_s"]
                 state["last_t"] = rec.elapsed()
                 if oracle and known is None:
                     failure = rec.new_failure(oracle, entry, spec, i - state["segment"])
-                    pending.append(FailureContext(failure, cases, batch_seed, size, i, state["segment"]))
+                    pending.append(FailureContext(failure, cases, batch_seed, size, i, state["segment"], walls))
                     self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: new failure #{n}")
                 elif known is not None:
                     known["count"] += 1
                     if len(known["cases"]) < MAX_NAMES_PER_FAILURE:
                         known["cases"].append(case_report.name)
-                    self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: failure #{n} again")
+                    retry = known["status"] == "not reproduced" and known.get("tries", 1) < MAX_TRIES
+                    if retry:
+                        # Its repro did not reproduce (a failure that depends on where the allocator put
+                        # things): this case may give a repro that does.
+                        pending.append(FailureContext(known, cases, batch_seed, size, i, state["segment"], walls))
+                    self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: failure #{n} again"
+                                       + ("; its repro did not reproduce, trying this case" if retry else ""))
                 if set(case_report.oracles) & set(COMMUNICATION_ORACLES) or "broke its group" in case_report.detail:
                     state["segment"] = i + 1    # run_controlled recycles or restarts the group here
                 info["cases_run"] = state["seen"]
             self.progress.phase = f"batch {b}"
             rec.write_json()
             self.progress.update(rec.totals())
+            if report.interrupted:
+                return     # the runner is winding down after a signal or an error: let it finish
             if pending:
                 raise BatchStop("a new kind of failure: shrink it first")
             if self._time_up():
@@ -232,7 +247,7 @@ class StressSession:
 
                 report = run_controlled(cfg, on_case)
             if report.interrupted:
-                raise Interrupted(report.interrupted.split()[-1])
+                raise Interrupted(report.interrupted)
         except BatchStop as stop:
             ended = str(stop)
         finally:
@@ -256,6 +271,8 @@ class StressSession:
         """An unchecked repro (the case and what ran before it in its group), written at once, so
         that a run killed while shrinking still leaves a command behind."""
         failure = ctx.failure
+        if failure.get("repro"):
+            return     # a retry: keep the earlier (checked) repro until this one does better
         failure["replay"] = {"file": batch_info["file"], "command": batch_info["replay"],
                              "case": ctx.batch_cases[ctx.index].name}
         path = os.path.join(self.opts.out_dir, f"repro-{failure['n']}.json")
@@ -268,17 +285,42 @@ class StressSession:
     def _reproduce(self, ctx: FailureContext, batch_info: dict) -> None:
         failure = ctx.failure
         n = failure["n"]
-        failure["status"] = "shrinking"
+        retry = failure.get("tries", 0) > 0
+        failure["tries"] = failure.get("tries", 0) + 1
+        if not retry:
+            failure["status"] = "shrinking"
         self.progress.phase = f"shrinking failure #{n}"
         self.record.write_json()
+        final = os.path.join(self.opts.out_dir, f"repro-{n}.json")
+        path = os.path.join(self.opts.out_dir, f"repro-{n}.retry.json") if retry else final
         try:
-            result = self.shrinker.reproduce(ctx)
+            result = self.shrinker.reproduce(ctx, path)
         except (Interrupted, KeyboardInterrupt):
-            failure["status"] = "interrupted while shrinking; repro not checked"
+            if not retry:
+                failure["status"] = "interrupted while shrinking; repro not checked"
             raise
         finally:
             self._account()
+        if retry and result["verified"]:
+            # The same cases under the name the report promises; the command differs only in the path.
+            os.replace(path, final)
+            result["file"] = display_path(final)
+            result["command"] = command_text(run_command(self.cfg, final))
+        elif retry:
+            os.unlink(path)
+        if retry and not result["verified"]:
+            failure.setdefault("other_tries", []).append({k: result.get(k) for k in ("target", "kind", "cases",
+                                                                                     "note", "attempts")})
+            self.record.write_json()
+            self.progress.note(f"failure #{n} [{failure['oracle']}]: {result['target']} did not give a repro that "
+                               f"reproduces either")
+            return
+        if retry:
+            failure.setdefault("other_tries", []).append({k: failure["repro"].get(k) for k in (
+                "target", "kind", "cases", "note", "attempts")})
         failure["repro"] = result
+        failure["replay"] = {"file": batch_info["file"], "command": batch_info["replay"],
+                             "case": ctx.batch_cases[ctx.index].name}
         failure["status"] = "reproduced" if result["verified"] else "not reproduced"
         self.record.write_json()
         if result["verified"]:

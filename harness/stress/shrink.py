@@ -15,7 +15,6 @@ For a new failure signature (the case's primary oracle), within the shrink budge
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 
 from harness.errors import SetupError
@@ -34,6 +33,7 @@ class FailureContext:
     batch_size: int
     index: int                 # of the failing case in the batch
     segment_start: int         # first case of the batch in the failing case's group incarnation
+    wall_s: dict = dataclasses.field(default_factory=dict)   # case name -> seconds it took in the batch
 
 
 class Budget:
@@ -56,9 +56,8 @@ class Budget:
 
 
 class Shrinker:
-    def __init__(self, cfg, out_dir: str, budget: Budget, candidates_factory, note=print, verify_timeout_s=None):
+    def __init__(self, cfg, budget: Budget, candidates_factory, note=print, verify_timeout_s=None):
         self.cfg = cfg
-        self.out_dir = out_dir
         self.budget = budget
         self._factory = candidates_factory
         self._candidates = None
@@ -86,8 +85,8 @@ class Shrinker:
         return self._candidates
 
     # --- the steps ---------------------------------------------------------------------------
-    def reproduce(self, ctx: FailureContext) -> dict:
-        """Shrink (within budget), write repro-<n>.json, verify it; returns the failure's ``repro``."""
+    def reproduce(self, ctx: FailureContext, path: str) -> dict:
+        """Shrink (within budget), write the repro to ``path``, check it; returns the failure's ``repro``."""
         failure = ctx.failure
         oracle = failure["oracle"]
         target = ctx.batch_cases[ctx.index]
@@ -107,8 +106,8 @@ class Shrinker:
             attempts.append((prefix, target, "unshrunk"))
         if ctx.segment_start > 0:
             attempts.append((ctx.batch_cases[:ctx.index], target, "batch replay"))
-        path = os.path.join(self.out_dir, f"repro-{failure['n']}.json")
         result = None
+        tried = []
         for before, case, kind in attempts:
             write_case_file(path, before + [case])
             argv = run_command(self.cfg, path)
@@ -121,6 +120,10 @@ class Shrinker:
                       "cases": len(before) + 1, "preceding_cases": len(before), "target": case.name,
                       "spec": case.to_dict(), "describe": describe(case), **complexity(case),
                       "verified": check["reproduced"], "verification": check, **info}
+            tried.append({"kind": kind, "cases": len(before) + 1, "describe": describe(case),
+                          "reproduced": check["reproduced"], "exit_code": check["exit_code"],
+                          "oracle": check["oracle"], "seconds": check["seconds"]})
+            result["attempts"] = list(tried)
             if check["reproduced"]:
                 break
         return result
@@ -139,6 +142,11 @@ class Shrinker:
         def out_of_time() -> bool:
             return time.monotonic() - (runner.start_s - start_before) > deadline
 
+        def affordable(cases: list) -> bool:
+            """Whether running ``cases`` (as long as they took in the batch) fits in the time left."""
+            cost = sum(ctx.wall_s.get(c.name, 0.0) for c in cases)
+            return time.monotonic() - (runner.start_s - start_before) + cost <= deadline
+
         info = {"shrunk": False, "candidates_run": 0, "sequences_run": 0}
         broken: list[str] = []
         self.note(f"failure #{ctx.failure['n']} [{oracle}] in {target.name}: shrinking")
@@ -146,17 +154,27 @@ class Shrinker:
         reproducible = False
         if fails([target]):
             kept, reproducible = [], True
-        elif prefix and not out_of_time() and fails(prefix + [target]):
+        elif prefix and not affordable(prefix + [target]):
+            info["note"] = (f"fails only after other cases, and the {len(prefix)} cases before it take longer than "
+                            f"the shrink time left: not shrunk")
+        elif prefix and fails(prefix + [target]):
             reproducible = True
-            kept = _fewest_preceding(prefix, target, fails, out_of_time)
+            kept = _fewest_preceding(prefix, target, fails, lambda cases: out_of_time() or not affordable(cases))
         else:
             info["note"] = "did not fail again from a fresh state: not shrunk"
         info["reproducible"] = reproducible
         minimal = target
         if reproducible and not out_of_time():
 
+            forced = _forced(target, self.cfg)
+
             def still_fails(candidate) -> bool:
                 if broken:
+                    return False
+                if forced and not _forced(candidate, self.cfg):
+                    # From forced id reuse to natural reuse: whether an id comes back then depends
+                    # on each process's allocation history, so such a candidate may fail here, in
+                    # a long-lived group, and pass in the fresh process of the repro command.
                     return False
                 try:
                     return fails(kept + [candidate.with_(name=target.name)])
@@ -185,18 +203,31 @@ class Shrinker:
         return minimal, kept, info
 
 
-def _fewest_preceding(prefix: list, target, fails, out_of_time) -> list:
-    """As few preceding cases as still make ``target`` fail (``prefix + [target]`` is known to)."""
+def _forced(case, cfg) -> bool:
+    """Whether ``case`` forces id reuse (or forbids it): a deterministic outcome, unlike natural reuse."""
+    return (case.reuse or cfg.options.reuse.mode) != "natural"
+
+
+def _fewest_preceding(prefix: list, target, fails, stop) -> list:
+    """As few preceding cases as still make ``target`` fail (``prefix + [target]`` is known to).
+
+    ``stop(cases)`` says when to give up: out of time, or ``cases`` would take too long.
+    """
     best = list(prefix)
     length = 1
-    while length < len(best) and not out_of_time():
-        if fails(best[-length:] + [target]):
+    while length < len(best):
+        trial = best[-length:] + [target]
+        if stop(trial):
+            return best
+        if fails(trial):
             best = best[-length:]
             break
         length *= 2
     i = 0
-    while len(best) > 1 and i < len(best) and not out_of_time():
+    while len(best) > 1 and i < len(best):
         trial = best[:i] + best[i + 1:]
+        if stop(trial + [target]):
+            break
         if fails(trial + [target]):
             best = trial
         else:

@@ -1,0 +1,93 @@
+"""The CI definitions only call scripts: every job runs ./scripts/<name>, which exists and is executable."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+
+import pytest
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GITHUB = os.path.join(ROOT, "ci", "github-actions.yml")
+GITLAB = os.path.join(ROOT, "ci", "gitlab-ci.yml")
+# Keys at the top of a GitLab CI file that are not jobs.
+GITLAB_KEYWORDS = {"default", "include", "stages", "variables", "workflow", "image", "services", "cache",
+                   "before_script", "after_script", "spec"}
+EXPECTED_JOBS = {"pytest", "torchrun", "mpirun", "nightly-stress"}
+
+
+def _load(path: str) -> dict:
+    with open(path) as fh:
+        data = yaml.safe_load(fh)
+    assert isinstance(data, dict), f"{path} is not a YAML mapping"
+    return data
+
+
+def github_jobs() -> dict[str, list[str]]:
+    """Job name -> its ``run:`` commands."""
+    return {name: [step["run"] for step in job.get("steps", []) if "run" in step]
+            for name, job in _load(GITHUB)["jobs"].items()}
+
+
+def gitlab_jobs() -> dict[str, list[str]]:
+    """Job name -> its script lines (before_script and after_script included)."""
+    out = {}
+    for name, job in _load(GITLAB).items():
+        if name in GITLAB_KEYWORDS or name.startswith(".") or not isinstance(job, dict):
+            continue
+        lines = []
+        for key in ("before_script", "script", "after_script"):
+            value = job.get(key, [])
+            lines += [value] if isinstance(value, str) else list(value)
+        out[name] = lines
+    return out
+
+
+def _script_of(command: str) -> str:
+    """The script a command line calls; a command that is more than one script call fails here."""
+    assert "\n" not in command.strip(), f"more than one command: {command!r}"
+    assert not re.search(r"[;&|`$<>]", command), f"shell logic in CI definition: {command!r}"
+    words = shlex.split(command)
+    assert words and words[0].startswith("./scripts/"), f"does not call a script from scripts/: {command!r}"
+    return words[0]
+
+
+@pytest.mark.parametrize("jobs", [github_jobs, gitlab_jobs], ids=["github-actions", "gitlab-ci"])
+def test_every_job_calls_an_executable_script(jobs):
+    found = jobs()
+    assert set(found) == EXPECTED_JOBS
+    for name, commands in found.items():
+        assert commands, f"job {name} runs nothing"
+        for command in commands:
+            script = os.path.join(ROOT, _script_of(command))
+            assert os.path.isfile(script), f"job {name}: {script} does not exist"
+            assert os.access(script, os.X_OK), f"job {name}: {script} is not executable"
+            with open(script) as fh:
+                text = fh.read()
+            assert text.startswith("#!"), f"{script} has no #! line"
+            assert 'source "$(dirname "$0")/_venv.sh"' in text, f"{script} does not set up .venv"
+
+
+def test_github_triggers_and_nightly_artifact():
+    data = _load(GITHUB)
+    triggers = data.get("on", data.get(True))     # YAML 1.1 reads a bare `on` as true
+    assert {"push", "pull_request", "schedule"} <= set(triggers)
+    jobs = data["jobs"]
+    for name in ("pytest", "torchrun", "mpirun"):
+        assert "schedule" not in jobs[name]["if"]
+    assert "schedule" in jobs["nightly-stress"]["if"]
+    uploads = [s for s in jobs["nightly-stress"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert uploads and "results/stress-*" in uploads[0]["with"]["path"]
+
+
+def test_gitlab_nightly_is_scheduled_and_keeps_its_report():
+    data = _load(GITLAB)
+    nightly = data["nightly-stress"]
+    assert any("schedule" in r.get("if", "") for r in nightly["rules"])
+    assert "results/stress-*/" in nightly["artifacts"]["paths"]
+    assert nightly["artifacts"]["when"] == "always"
+    for name in ("pytest", "torchrun", "mpirun"):
+        rules = data[name].get("rules") or data[data[name]["extends"]]["rules"]
+        assert not any("schedule" in r.get("if", "") for r in rules)
