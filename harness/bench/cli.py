@@ -26,12 +26,12 @@ ALIASES = {"amortization": "launch", "overhead": "launch", "red": "time_to_red",
            "throughput": "stress_throughput", "oracle": "oracle_cost", "rss": "rss_slope", "memory": "rss_slope"}
 
 # Knobs per mode: full stays under 10 minutes on the 2-core development machine, --quick under 2.
-FULL = {"k": 40, "rounds": 3, "block": 10, "fresh_per_round": None, "fresh_budget_s": 240.0, "red_repeats": 4,
-        "stress_cases": 6, "stress_models": 10, "rss_cases": 50, "rss_models": 10, "overlap_repeats": 5,
+FULL = {"k": 40, "rounds": 3, "without_reference": True, "block": 10, "fresh_per_round": None, "fresh_budget_s": 180.0, "red_repeats": 3,
+        "stress_cases": 6, "stress_models": 10, "rss_cases": 50, "rss_models": 10, "overlap_repeats": 3,
         "overlap_shape": None}
-QUICK = {"k": 40, "rounds": 2, "block": 10, "fresh_per_round": 1, "fresh_budget_s": 30.0, "red_repeats": 1,
-         "stress_cases": 4, "stress_models": 5, "rss_cases": 10, "rss_models": 10, "overlap_repeats": 2,
-         "overlap_shape": {"m": 4096, "k": 4096, "n": 8}}
+QUICK = {"k": 40, "rounds": 1, "without_reference": False, "block": 10, "fresh_per_round": 2, "fresh_budget_s": 30.0, "red_repeats": 1,
+         "stress_cases": 3, "stress_models": 5, "rss_cases": 6, "rss_models": 10, "overlap_repeats": 2,
+         "overlap_shape": {"m": 2048, "k": 4096, "n": 8}}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,6 +90,15 @@ def _selected(only: str | None) -> list[str]:
     return chosen
 
 
+def _check_writable(path: str) -> None:
+    """Refuse a --json path that cannot be written, before anything is measured (torch-free)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"--json {path!r} is a directory; give a file path")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise UsageError(f"--json {path!r}: folder {folder!r} does not exist or is not writable")
+
+
 def main(argv=None) -> int:
     from harness.errors import HarnessError, SetupError
 
@@ -98,8 +107,7 @@ def main(argv=None) -> int:
         knobs = _knobs(args)
         chosen = _selected(args.only)
         if args.json:
-            from harness.runner.config import check_writable
-            check_writable(args.json, "--json")
+            _check_writable(args.json)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -148,7 +156,8 @@ def run_bench(chosen: list[str], knobs: dict, args) -> list:
             if group == "launch":
                 from harness.bench.launch import launch_figures
                 new, extra = launch_figures(bare, knobs["k"], knobs["rounds"], knobs["block"],
-                                            knobs["fresh_per_round"], knobs["fresh_budget_s"], log=log)
+                                            knobs["fresh_per_round"], knobs["fresh_budget_s"],
+                                            knobs["without_reference"], log=log)
                 launch_results = extra["rank_results"]
             elif group == "time_to_red":
                 from harness.bench.red import time_to_red_figures

@@ -61,6 +61,18 @@ def figure(name: str, samples: list[float], unit: str, target: str = "", detail:
                   {k: (_round(v) if k != "n" else v) for k, v in spread_of(clean).items()}, detail or {})
 
 
+def slope_mb_per_100(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (cycle, kB) points, in MB per 100 cycles."""
+    n = len(points)
+    if n < 2:
+        return float("nan")
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    sxy = sum((x - mx) * (y - my) for x, y in points)
+    return (sxy / sxx) * 100 / 1024 if sxx else float("nan")
+
+
 def missing(name: str, unit: str, target: str, why: str, detail: dict | None = None) -> Figure:
     """A figure that could not be measured in this run, with the reason in ``detail["missing"]``."""
     return Figure(name, None, unit, target, None, None, {}, {"missing": why, **(detail or {})})

@@ -18,9 +18,9 @@ from harness.runner.controller import CaseSession
 
 
 def bench_config(world_size: int = 2, *, isolation: bool = False, reset_between_cases: bool = False,
-                 sut: str = "emulated-patched") -> RunConfig:
+                 check_reference: bool = True, sut: str = "emulated-patched") -> RunConfig:
     """The benchmark's run configuration: spawn launcher, natural reuse, default deadline."""
-    options = RunOptions(reset_between_cases=reset_between_cases)
+    options = RunOptions(reset_between_cases=reset_between_cases, check_reference=check_reference)
     return RunConfig(sut=sut, launcher="spawn", world_size=world_size, options=options,
                      isolation=isolation).validate()
 

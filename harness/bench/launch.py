@@ -13,8 +13,10 @@ One round, all in this run, side by side:
   run the one case, close (what one launch per case costs, as PyTorch's ``MultiProcessTestCase``
   does it).
 
-``amortization`` per round = (K x the mean fresh launch) / persistent; ``overhead`` per block =
-harness block / bare block. When the fresh launches would run past their time budget (a loaded
+``amortization`` per fresh launch = (K x that launch) / the persistent run of its round; ``overhead`` per block =
+harness block / bare block. A second persistent group with the reference oracle off runs the
+same blocks too (``overhead_without_reference``), so the figure can be split between the
+reference and the rest of the harness. When the fresh launches would run past their time budget (a loaded
 machine), the rest of the K are estimated from the median of those measured; the figure's
 detail says how many were measured.
 """
@@ -52,10 +54,11 @@ def fresh_launch(cfg, case) -> float:
 
 
 def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_per_round: int | None = None,
-                   fresh_budget_s: float = 240.0, log=print) -> tuple[list[Figure], dict]:
+                   fresh_budget_s: float = 240.0, without_reference: bool = True, log=print) -> tuple[list[Figure], dict]:
     """The ``amortization`` and ``overhead`` figures; also returns the persistent runs' rank results."""
     cases = small_cases(k)
     cfg = bench_config()
+    noref_cfg = bench_config(check_reference=False) if without_reference else None
     share = max(1, fresh_per_round if fresh_per_round is not None else -(-k // rounds))
     nblocks = -(-k // block)
     persistent_totals, fresh_all, amort_samples = [], [], []
@@ -63,35 +66,45 @@ def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_pe
     rank_results = []
     fresh_spent = 0.0
     next_fresh = 0
+    noref_ratios = []
     for r in range(rounds):
         bare.reset()
         session = TimedSession(cfg).start()
+        # The same harness without the reference oracle, to show what the rest of the harness costs.
+        noref = TimedSession(noref_cfg).start() if noref_cfg is not None else None
         try:
             for b, lo in enumerate(range(0, k, block)):
                 chunk = cases[lo:lo + block]
 
-                def harness_side():
-                    n0 = len(session.case_wall_s)
+                def harness_side(s=session):
+                    n0 = len(s.case_wall_s)
                     for case in chunk:
-                        _expect_pass(session.run(case))
-                    return sum(session.case_wall_s[n0:])
+                        _expect_pass(s.run(case))
+                    return sum(s.case_wall_s[n0:])
 
                 def bare_side():
                     answers = bare.run(chunk)
                     return max(a["wall_s"] for a in answers.values())
 
-                if (r + b) % 2 == 0:
-                    h, w = harness_side(), bare_side()
-                else:
-                    w, h = bare_side(), harness_side()
+                sides = [("h", harness_side), ("w", bare_side)]
+                if noref is not None:
+                    sides.append(("n", lambda: harness_side(noref)))
+                shift = (r + b) % len(sides)        # rotate who goes first from block to block
+                took = {name: fn() for name, fn in sides[shift:] + sides[:shift]}
+                h, w = took["h"], took["w"]
                 block_ratios.append(h / w)
                 block_overhead_ms.append((h - w) / len(chunk) * 1e3)
                 harness_case_ms.append(h / len(chunk) * 1e3)
                 bare_case_ms.append(w / len(chunk) * 1e3)
+                if "n" in took:
+                    noref_ratios.append(took["n"] / w)
             t0 = time.perf_counter()
-        finally:
             session.close()
-        close_s = time.perf_counter() - t0
+            close_s = time.perf_counter() - t0
+        finally:
+            session.close()            # a no-op once closed
+            if noref is not None:
+                noref.close()
         total = session.start_s + sum(session.case_wall_s) + close_s
         persistent_totals.append(total)
         rank_results += session.rank_results
@@ -105,8 +118,7 @@ def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_pe
             fresh_spent += t
             round_fresh.append(t)
         fresh_all += round_fresh
-        if round_fresh:
-            amort_samples.append(k * statistics.mean(round_fresh) / total)
+        amort_samples += [k * t / total for t in round_fresh]
         log(f"  round {r + 1}/{rounds}: persistent {total:.1f} s (start {session.start_s:.1f} s), "
             f"fresh launches {len(round_fresh)} (median {statistics.median(round_fresh) if round_fresh else 0:.1f} s), "
             f"harness/bare per block {', '.join(f'{x:.2f}' for x in block_ratios[-nblocks:])}")
@@ -120,7 +132,7 @@ def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_pe
                 "persistent_total_median_s": persistent_median, "persistent_totals_s": persistent_totals,
                 "ratio_of_totals": fresh_total / persistent_median,
                 "case": "dims (16, 32, 16), 1 model, 2 steps, natural reuse, isolation off",
-                "sample": "per round: K x mean fresh launch of the round / that round's persistent run"})
+                "sample": "per fresh launch: K x that launch / the persistent run of its round"})
     overhead = figure(
         "overhead", block_ratios, "x", "<= 1.25",
         detail={"per_case_overhead_ms": statistics.median(block_overhead_ms),
@@ -131,4 +143,11 @@ def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_pe
                 "harness_side": "controller wall per case: send, every rank's execute_case (reference, hygiene, "
                                 "ledger, precheck), results back, judge; isolation off",
                 "bare_side": "two gloo processes: build, steps, destroy with the same stack and seeded data"})
-    return [amort, overhead], {"rank_results": rank_results}
+    figures = [amort, overhead]
+    if noref_ratios:
+        figures.append(figure(
+            "overhead_without_reference", noref_ratios, "x", "",
+            detail={"what": "the overhead figure's blocks, run also on a group with check_reference off (no "
+                            "reference oracle; hygiene, ledger, precheck, snapshot and retention still on)",
+                    "sample": "per block: that group's block / the bare block"}))
+    return figures, {"rank_results": rank_results}

@@ -18,22 +18,10 @@ from __future__ import annotations
 
 import statistics
 
-from harness.bench.figures import Figure, figure
+from harness.bench.figures import Figure, figure, slope_mb_per_100
 from harness.bench.harnessed import TimedSession, bench_config
 from harness.bench.launch import _expect_pass
 from harness.bench.workload import cycle_cases
-
-
-def slope_mb_per_100(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope of (cycle, kB) points, in MB per 100 cycles."""
-    n = len(points)
-    if n < 2:
-        return float("nan")
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    sxy = sum((x - mx) * (y - my) for x, y in points)
-    return (sxy / sxx) * 100 / 1024 if sxx else float("nan")
 
 
 def _harness_rss(cases, reset: bool) -> dict[int, list[tuple[int, int]]]:

@@ -34,10 +34,15 @@ def oracle_cost_figure(rank_results: list[dict], name: str = "oracle_cost", mode
                 parts[k].append(100.0 * phases.get(k, 0.0) / total)
             parts["unattributed"].append(100.0 * (total - sum(phases.values())) / total)
     ms = [r.duration_s * 1e3 for per_rank in rank_results for r in per_rank.values() if r.duration_s]
+    # The rank that reaches a collective last waits least in its precheck: per case, the smaller
+    # of the ranks' ledger shares is a tighter upper bound of what recording and checking cost.
+    ledger_low = [min(100.0 * r.phase_s.get("ledger", 0.0) / r.duration_s for r in per_rank.values())
+                  for per_rank in rank_results if per_rank and all(r.duration_s for r in per_rank.values())]
     detail = {
         "mode": mode,
         "share_median_percent": {k: round(statistics.median(v), 2) for k, v in parts.items() if v},
         "case_ms_median": statistics.median(ms) if ms else None,
+        "ledger_share_lowest_rank_percent_median": round(statistics.median(ledger_low), 2) if ledger_low else None,
         "ledger_measured": any("ledger" in r.phase_s for per_rank in rank_results for r in per_rank.values()),
         "samples": "one per case and rank: (reference + hygiene + ledger) / execute_case duration",
         "note": "ledger includes the precheck's wait for the slower peer (an upper bound); 'unattributed' is "

@@ -129,12 +129,13 @@ def _kill_in_collective(rank: int, victims: set[int]) -> None:
     def restore():
         LEDGER.precheck = precheck
 
-    def is_victim_side(entry) -> bool:
+    def is_target(entry) -> bool:
+        """The case's next collective (point-to-point ops are not prechecked)."""
         return entry["op"] not in _POINT_TO_POINT and precheck.prefix == case_prefix
 
     if rank in victims:
         def victim_precheck(entry):
-            if not is_victim_side(entry):
+            if not is_target(entry):
                 if precheck.prefix != case_prefix:
                     restore()
                 return precheck(entry)
@@ -150,7 +151,7 @@ def _kill_in_collective(rank: int, victims: set[int]) -> None:
         return
 
     def peer_precheck(entry):
-        if not is_victim_side(entry):
+        if not is_target(entry):
             if precheck.prefix != case_prefix:
                 restore()
             return precheck(entry)

@@ -72,7 +72,15 @@ class RankResult:
     phase_s: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        d = dataclasses.asdict(self)
+        try:
+            # Results are plain data (str, numbers, lists, dicts) but for the failures: copy them
+            # directly, which is what dataclasses.asdict does through copy.deepcopy, many times slower.
+            d = {}
+            for field in dataclasses.fields(self):
+                value = getattr(self, field.name)
+                d[field.name] = (list(value) if field.name == "failures" else _plain_copy(value))
+        except _NotPlain:
+            d = dataclasses.asdict(self)
         d["failures"] = [f.to_dict() if isinstance(f, Failure) else f for f in self.failures]
         return d
 
@@ -81,6 +89,25 @@ class RankResult:
         d = dict(d)
         d["failures"] = [Failure.from_dict(f) for f in d.get("failures", [])]
         return cls(**d)
+
+
+class _NotPlain(Exception):
+    pass
+
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain_copy(value):
+    """A deep copy of JSON-like data (exact types only); raises _NotPlain for anything else."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {k: _plain_copy(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain_copy(v) for v in value]
+    raise _NotPlain(kind.__name__)
 
 
 def _bytes_of(t: torch.Tensor) -> bytes:
