@@ -22,7 +22,7 @@ import pytest
 from harness.case.catalog import builtin_cases
 from harness.faults.leaks import describe_processes
 from harness.faults.subproc import HarnessRun
-from harness.pytest_plugin import check_case, session_for
+from harness.pytest_plugin import check_case, config_from
 
 ROOT = Path(__file__).resolve().parents[1]
 GROUP_LOG = "FP8H_PARALLEL_GROUP_LOG"    # set by the nested run below: where each test logs its group
@@ -31,13 +31,25 @@ CASES = ("delayed/hybrid-h1-max-m0", "delayed/hybrid-h2-recent-m2", "delayed/e4m
 BY_NAME = {c.name: c for c in builtin_cases()}
 
 
-@pytest.mark.parametrize("name", CASES)
-def test_case_on_this_workers_group(name, run_case, harness_config):
-    if harness_config.launcher == "inproc":
+@pytest.fixture(scope="module")
+def own_session(request):
+    """A group of this module's own: the shared session of cases/ must not see these cases (what
+    one case leaves for the next is what the harness measures)."""
+    from harness.runner.controller import CaseSession
+
+    cfg = config_from(request.config)
+    if cfg.launcher == "inproc":
         pytest.skip("needs a rank group")
-    check_case(run_case(BY_NAME[name]))
-    group = session_for(harness_config).group
-    assert group is not None and group.world == harness_config.world_size
+    session = CaseSession(cfg)
+    yield session
+    session.close()
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_case_on_this_workers_group(name, own_session):
+    check_case(own_session.run(BY_NAME[name]))
+    group = own_session.group
+    assert group is not None and group.world == own_session.cfg.world_size
     # The rendezvous is private: the control socket in the group's own fresh folder (mode 0700),
     # the store on a port the OS chose for this group.
     assert os.path.basename(group.run_dir).startswith("fp8h-run-")

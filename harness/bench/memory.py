@@ -24,21 +24,25 @@ from harness.bench.launch import _expect_pass
 from harness.bench.workload import cycle_cases
 
 
-def _harness_rss(cases, reset: bool) -> dict[int, list[tuple[int, int]]]:
+def _harness_rss(cases, reset: bool) -> tuple[dict[int, list[tuple[int, int]]], int]:
+    """RSS per rank after every case, and how many keys the controller's store gained meanwhile."""
     session = TimedSession(bench_config(reset_between_cases=reset)).start()
     series: dict[int, list[tuple[int, int]]] = {}
     cycles = 0
     try:
+        keys_before = session.group.store.num_keys()
         for r, kb in session.rss_kb().items():
             series.setdefault(r, []).append((0, kb))
         for case in cases:
             _expect_pass(session.run(case))
+            session.rank_results.clear()        # this figure keeps nothing per case
             cycles += case.models
             for r, kb in session.rss_kb().items():
                 series.setdefault(r, []).append((cycles, kb))
+        new_keys = session.group.store.num_keys() - keys_before
     finally:
         session.close()
-    return series
+    return series, new_keys
 
 
 def _fit(series: dict[int, list[tuple[int, int]]], total: int, warmup: float) -> dict[int, float]:
@@ -48,8 +52,8 @@ def _fit(series: dict[int, list[tuple[int, int]]], total: int, warmup: float) ->
 def memory_figures(bare, cases: int = 50, models: int = 10, warmup: float = 0.2, log=print) -> list[Figure]:
     specs = cycle_cases(cases, models)
     total = cases * models
-    own = _harness_rss(specs, reset=True)
-    grows = _harness_rss(specs, reset=False)
+    own, own_keys = _harness_rss(specs, reset=True)
+    grows, _ = _harness_rss(specs, reset=False)
     own_slopes, grow_slopes = _fit(own, total, warmup), _fit(grows, total, warmup)
     bare.reset()
     answers = bare.run(specs, per_cycle=True)
@@ -71,6 +75,8 @@ def memory_figures(bare, cases: int = 50, models: int = 10, warmup: float = 0.2,
               "sample": "per rank: least-squares slope of RSS against cycles after warm-up"}
     harness_own = figure("rss_slope_harness_own", list(own_slopes.values()), "MB/100 cycles", "< 1", detail={
         **common, "reset_between_cases": True, "rss_growth_mb_per_rank": growth_mb(own),
+        "controller_store_keys_per_100_cycles": round(own_keys * 100 / total, 1),
+        "store_keys_note": "precheck keys stay in the controller's TCP store for the life of the group",
         "rss_end_mb_per_rank": {r: round(pts[-1][1] / 1024, 1) for r, pts in own.items()}})
     as_is = figure("rss_slope_emulated_patched", list(grow_slopes.values()), "MB/100 cycles", "", detail={
         **common, "reset_between_cases": False, "rss_growth_mb_per_rank": growth_mb(grows),

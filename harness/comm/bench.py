@@ -18,14 +18,15 @@ Run ``python -m harness.comm.bench [--m M --k K --n N --repeats R --world-size W
 the figures as JSON.
 
 What to expect on a small CPU machine. The overlap can only hide the shorter phase, and
-here the GEMM side is the long one by far: per FP8 byte moved, the consumer decodes it
-to float32 (a table gather, about 1 ns per element) and multiplies it, while the copy
-through shared memory costs about 0.1 to 0.2 ns. At world size 2 the all-gather is then
-some 10 to 20 % of the GEMM, which bounds the ratio from below at roughly 0.85 to 0.9
-even with perfect overlap; and with two ranks on two cores, the communication threads
-take CPU time from the GEMM threads (four busy threads, two cores), so what remains is
-mostly the memory-bandwidth gain of running a copy beside a computation. Measured
-figures are in the docstring of :func:`measure_overlap`.
+here the GEMM side is by far the longer: per FP8 byte moved, each consumer decodes it to
+float32 (a table gather, about 1 ns per element on a 2-core EPYC VM) and multiplies it,
+while copying it through shared memory costs 0.1 to 0.2 ns. At world size 2 (the
+producer's copy into its slot, then one hop) the all-gather comes to roughly 10 to 20 %
+of the GEMM, which bounds the ratio from below at about 0.85 to 0.9 even with perfect
+overlap. With two ranks on two cores there are four busy threads for two cores, so the
+communication threads also take CPU time from the GEMMs; what overlap remains comes from
+running a memory-bound copy beside computation. Timings on a shared machine vary a lot
+from run to run: look at ``samples`` before trusting a single ratio.
 """
 
 from __future__ import annotations

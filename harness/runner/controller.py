@@ -205,7 +205,7 @@ class RankGroup:
             elif isinstance(body, msg.CaseDone) and body.index == index and body.isolated == isolated:
                 results[rank] = RankResult.from_dict(body.result)
                 first_answer_at = first_answer_at or time.monotonic()
-            elif isinstance(body, msg.Stalled) and body.index in (index, -1):
+            elif isinstance(body, msg.Stalled) and body.index in (index, -1) and not isolated:
                 stalled[rank] = (f"made no progress for {body.seconds:.1f} s"
                                  + (f" inside {body.in_flight['op']} #{body.in_flight['seq']}" if body.in_flight else ""))
                 first_answer_at = first_answer_at or time.monotonic()
