@@ -30,7 +30,8 @@ def _figures(path):
 
 
 def test_overlap_reported_missing_until_the_function_exists(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(bench_overlap, "find_measure_overlap", lambda: (None, "harness.comm.bench has no measure_overlap() yet"))
+    why = "harness.comm.bench has no measure_overlap() yet"
+    monkeypatch.setattr(bench_overlap, "find_measure_overlap", lambda: (None, why))
     out = tmp_path / "bench.json"
     assert bench_cli.main(["--only", "overlap", "--json", str(out)]) == 0
     fig = _figures(out)["overlap"]

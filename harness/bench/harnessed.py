@@ -12,9 +12,19 @@ from __future__ import annotations
 import os
 import time
 
-from harness.runner.config import RunConfig
+from harness.errors import HarnessError
 from harness.runner.case_exec import RunOptions
+from harness.runner.config import RunConfig
 from harness.runner.controller import CaseSession
+
+
+class BenchCaseFailed(HarnessError):
+    """A bench case did not pass: its timings would not measure what the figure says."""
+
+
+def expect_pass(report) -> None:
+    if report.outcome != "passed":
+        raise BenchCaseFailed(f"bench case {report.name} {report.outcome}: {report.detail[:500]}")
 
 
 def bench_config(world_size: int = 2, *, isolation: bool = False, reset_between_cases: bool = False,

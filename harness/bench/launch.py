@@ -27,19 +27,9 @@ import statistics
 import time
 
 from harness.bench.figures import Figure, figure
-from harness.bench.harnessed import TimedSession, bench_config
+from harness.bench.harnessed import TimedSession, bench_config, expect_pass
 from harness.bench.workload import small_cases
-from harness.errors import HarnessError
 from harness.runner.controller import CaseSession
-
-
-class BenchCaseFailed(HarnessError):
-    pass
-
-
-def _expect_pass(report) -> None:
-    if report.outcome != "passed":
-        raise BenchCaseFailed(f"bench case {report.name} {report.outcome}: {report.detail[:500]}")
 
 
 def fresh_launch(cfg, case) -> float:
@@ -47,14 +37,15 @@ def fresh_launch(cfg, case) -> float:
     t0 = time.perf_counter()
     session = CaseSession(cfg)
     try:
-        _expect_pass(session.run(case))
+        expect_pass(session.run(case))
     finally:
         session.close()
     return time.perf_counter() - t0
 
 
 def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_per_round: int | None = None,
-                   fresh_budget_s: float = 240.0, without_reference: bool = True, log=print) -> tuple[list[Figure], dict]:
+                   fresh_budget_s: float = 240.0, without_reference: bool = True,
+                   log=print) -> tuple[list[Figure], dict]:
     """The ``amortization`` and ``overhead`` figures; also returns the persistent runs' rank results."""
     cases = small_cases(k)
     cfg = bench_config()
@@ -70,16 +61,17 @@ def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_pe
     for r in range(rounds):
         bare.reset()
         session = TimedSession(cfg).start()
-        # The same harness without the reference oracle, to show what the rest of the harness costs.
-        noref = TimedSession(noref_cfg).start() if noref_cfg is not None else None
+        noref = None
         try:
+            # The same harness without the reference oracle, to show what the rest of the harness costs.
+            noref = TimedSession(noref_cfg).start() if noref_cfg is not None else None
             for b, lo in enumerate(range(0, k, block)):
                 chunk = cases[lo:lo + block]
 
                 def harness_side(s=session):
                     n0 = len(s.case_wall_s)
                     for case in chunk:
-                        _expect_pass(s.run(case))
+                        expect_pass(s.run(case))
                     return sum(s.case_wall_s[n0:])
 
                 def bare_side():
@@ -119,15 +111,17 @@ def launch_figures(bare, k: int = 40, rounds: int = 3, block: int = 10, fresh_pe
             round_fresh.append(t)
         fresh_all += round_fresh
         amort_samples += [k * t / total for t in round_fresh]
+        fresh_median = statistics.median(round_fresh) if round_fresh else 0.0
         log(f"  round {r + 1}/{rounds}: persistent {total:.1f} s (start {session.start_s:.1f} s), "
-            f"fresh launches {len(round_fresh)} (median {statistics.median(round_fresh) if round_fresh else 0:.1f} s), "
+            f"fresh launches {len(round_fresh)} (median {fresh_median:.1f} s), "
             f"harness/bare per block {', '.join(f'{x:.2f}' for x in block_ratios[-nblocks:])}")
     measured = len(fresh_all)
     fresh_total = sum(fresh_all) + (k - measured) * (statistics.median(fresh_all) if fresh_all else 0.0)
     persistent_median = statistics.median(persistent_totals)
     amort = figure(
         "amortization", amort_samples, "x", ">= 15",
-        detail={"k_cases": k, "fresh_launches_measured": measured, "fresh_launch_median_s": statistics.median(fresh_all),
+        detail={"k_cases": k, "fresh_launches_measured": measured,
+                "fresh_launch_median_s": statistics.median(fresh_all),
                 "fresh_total_s": fresh_total, "fresh_total_estimated": measured < k,
                 "persistent_total_median_s": persistent_median, "persistent_totals_s": persistent_totals,
                 "ratio_of_totals": fresh_total / persistent_median,

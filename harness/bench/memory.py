@@ -19,8 +19,7 @@ from __future__ import annotations
 import statistics
 
 from harness.bench.figures import Figure, figure, slope_mb_per_100
-from harness.bench.harnessed import TimedSession, bench_config
-from harness.bench.launch import _expect_pass
+from harness.bench.harnessed import TimedSession, bench_config, expect_pass
 from harness.bench.workload import cycle_cases
 
 
@@ -34,7 +33,7 @@ def _harness_rss(cases, reset: bool) -> tuple[dict[int, list[tuple[int, int]]], 
         for r, kb in session.rss_kb().items():
             series.setdefault(r, []).append((0, kb))
         for case in cases:
-            _expect_pass(session.run(case))
+            expect_pass(session.run(case))
             session.rank_results.clear()        # this figure keeps nothing per case
             cycles += case.models
             for r, kb in session.rss_kb().items():
@@ -65,8 +64,9 @@ def memory_figures(bare, cases: int = 50, models: int = 10, warmup: float = 0.2,
     last = [v[-1] * 1e3 for v in amax.values() if v]
     head = [statistics.median(v[:10]) * 1e3 for v in amax.values() if v]
     tail = [statistics.median(v[-10:]) * 1e3 for v in amax.values() if v]
-    log(f"  RSS slope MB/100 cycles: harness own {_med(own_slopes):.3f}, emulated-patched as is {_med(grow_slopes):.3f}; "
-        f"amax reduction per cycle: cycle 1 {statistics.median(first):.2f} ms, cycle {total} {statistics.median(last):.2f} ms")
+    log(f"  RSS slope MB/100 cycles: harness own {_med(own_slopes):.3f}, "
+        f"emulated-patched as is {_med(grow_slopes):.3f}; amax reduction per cycle: "
+        f"cycle 1 {statistics.median(first):.2f} ms, cycle {total} {statistics.median(last):.2f} ms")
 
     def growth_mb(series):
         return {r: round((pts[-1][1] - pts[0][1]) / 1024, 2) for r, pts in series.items()}
@@ -81,9 +81,10 @@ def memory_figures(bare, cases: int = 50, models: int = 10, warmup: float = 0.2,
     as_is = figure("rss_slope_emulated_patched", list(grow_slopes.values()), "MB/100 cycles", "", detail={
         **common, "reset_between_cases": False, "rss_growth_mb_per_rank": growth_mb(grows),
         "bare_loop_slope_per_rank": {r: round(v, 3) for r, v in bare_slopes.items()},
-        "amax_reduction_ms_cycle_1": statistics.median(first), f"amax_reduction_ms_cycle_{total}": statistics.median(last),
+        "amax_reduction_ms_cycle_1": statistics.median(first),
+        f"amax_reduction_ms_cycle_{total}": statistics.median(last),
         "amax_reduction_ms_first_10_median": statistics.median(head),
-        f"amax_reduction_ms_last_10_median": statistics.median(tail),
+        "amax_reduction_ms_last_10_median": statistics.median(tail),
         "amax_reduction_growth_x": statistics.median(tail) / statistics.median(head),
         "amax_note": "time in the stack's global amax reduce_and_update per cycle (1 step: forward and backward "
                      "reductions, all-reduce included), bare loop, median over ranks"})

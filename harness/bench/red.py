@@ -12,7 +12,6 @@ so "ranks ready to verdict" comes from the probe runs and "command start to verd
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading

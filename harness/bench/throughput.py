@@ -12,8 +12,7 @@ from __future__ import annotations
 import statistics
 
 from harness.bench.figures import Figure, figure
-from harness.bench.harnessed import TimedSession, bench_config
-from harness.bench.launch import _expect_pass
+from harness.bench.harnessed import TimedSession, bench_config, expect_pass
 from harness.bench.workload import cycle_cases
 
 
@@ -25,7 +24,7 @@ def throughput_figure(bare, cases: int = 6, models: int = 10, log=print) -> tupl
     try:
         for i, case in enumerate(specs):
             def harness_side():
-                _expect_pass(session.run(case))
+                expect_pass(session.run(case))
                 return session.case_wall_s[-1]
 
             def bare_side():
