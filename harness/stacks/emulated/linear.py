@@ -11,7 +11,6 @@ import torch
 
 from harness.stacks.emulated.autocast import AUTOCAST, fp8_params_requested
 from harness.stacks.emulated.float8_param import Float8Param
-from harness.stacks.emulated.kernels import cast_and_amax
 from harness.stacks.emulated.meta import Fp8Meta
 
 
@@ -33,10 +32,7 @@ class Linear:
     def weight_fp8(self):
         if self.fp8_weight:
             return self.weight._data, self.weight._scale_inv
-        slot = self.meta_fwd.slot("weight")
-        data, amax = cast_and_amax(self.weight, self.meta_fwd.scale[slot], self.meta_fwd.dtype)
-        self.meta_fwd.record_amax(slot, amax)
-        return data, self.meta_fwd.scale_inv[slot].clone()
+        return self.meta_fwd.cast("weight", self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if AUTOCAST.depth == 0:
@@ -44,11 +40,8 @@ class Linear:
         if not self._registered:
             self._registrar(self)
             self._registered = True
-        meta, dtype = self.meta_fwd, self.meta_fwd.dtype
-        slot = meta.slot("input")
-        qx, amax = cast_and_amax(x, meta.scale[slot], dtype)
-        meta.record_amax(slot, amax)
-        sinv_x = meta.scale_inv[slot].clone()
+        dtype = self.meta_fwd.dtype
+        qx, sinv_x = self.meta_fwd.cast("input", x)
         qw, sinv_w = self.weight_fp8()
         self.last_casts = {"input": (qx, sinv_x), "weight": (qw.clone(), sinv_w.clone())}
         x_hp = qx.view(dtype).float() * sinv_x
@@ -57,10 +50,7 @@ class Linear:
 
     def backward(self, grad_out: torch.Tensor) -> torch.Tensor:
         meta = self.meta_bwd
-        slot = meta.slot("grad_output")
-        qg, amax = cast_and_amax(grad_out, meta.scale[slot], meta.dtype)
-        meta.record_amax(slot, amax)
-        sinv_g = meta.scale_inv[slot].clone()
+        qg, sinv_g = meta.cast("grad_output", grad_out)
         self.last_casts["grad_output"] = (qg, sinv_g)
         qx, sinv_x = self.last_casts["input"]
         qw, sinv_w = self.last_casts["weight"]

@@ -32,6 +32,16 @@ class Fp8Meta:
     def slot(self, name: str) -> int:
         return self.slots.index(name)
 
+    def cast(self, name: str, hp: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cast ``hp`` with slot ``name``'s current scale, record its amax in ``H[0]``; returns
+        the FP8 bytes and the scale_inv they were written with (a copy, taken now)."""
+        from harness.stacks.emulated.kernels import cast_and_amax
+
+        slot = self.slot(name)
+        data, amax = cast_and_amax(hp, self.scale[slot], self.dtype)
+        self.record_amax(slot, amax)
+        return data, self.scale_inv[slot].clone()
+
     def record_amax(self, slot: int, amax: torch.Tensor) -> None:
         """H[0] = fmaxf(H[0], amax): H[0] holds the max over every cast since the last reduction."""
         self.amax_history[0, slot] = torch.fmax(self.amax_history[0, slot], amax)

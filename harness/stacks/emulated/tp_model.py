@@ -30,7 +30,6 @@ from harness.case.data import weight_shard
 from harness.fp8.formats import Fp8Format
 from harness.stacks.emulated.autocast import AUTOCAST, fp8_autocast, fp8_model_init, fp8_params_requested, reduce_backward
 from harness.stacks.emulated.float8_param import Float8Param
-from harness.stacks.emulated.kernels import cast_and_amax
 from harness.stacks.emulated.meta import Fp8Meta
 from harness.stacks.emulated.userbuffers import communicators
 
@@ -62,7 +61,7 @@ class TPLinear:
             self.weight = Float8Param(w_shard, self.meta_fwd, self.meta_fwd.slot("weight"), hooks)
         else:
             self.weight = w_shard.clone()
-        self.bias = torch.zeros(w_shard.shape[0] if layout == "row" else w_shard.shape[0]) if bias else None
+        self.bias = torch.zeros(w_shard.shape[0]) if bias else None   # one per output column of this rank
         self._registrar, self._registered = registrar, False
         self.last_casts: dict[str, tuple] = {}
         self.wgrad = None
@@ -72,10 +71,7 @@ class TPLinear:
         if self.fp8_weight:
             q, sinv = self.weight._data, self.weight._scale_inv
         else:
-            slot = self.meta_fwd.slot("weight")
-            q, amax = cast_and_amax(self.weight, self.meta_fwd.scale[slot], self.meta_fwd.dtype)
-            self.meta_fwd.record_amax(slot, amax)
-            sinv = self.meta_fwd.scale_inv[slot].clone()
+            q, sinv = self.meta_fwd.cast("weight", self.weight)
         self.last_casts["weight"] = (q.clone(), sinv.clone())
         return _dq(q, self.meta_fwd.dtype, sinv)
 
@@ -87,9 +83,8 @@ class TPLinear:
             self._registered = True
         meta, dtype = self.meta_fwd, self.meta_fwd.dtype
         slot = meta.slot("input")
-        qx, amax = cast_and_amax(x, meta.scale[slot], dtype)
-        meta.record_amax(slot, amax)
-        sinv_x = meta.scale_inv[slot].clone()
+        scale_x = meta.scale[slot].clone()      # the scale the cast below uses, for the buffer cast
+        qx, sinv_x = meta.cast("input", x)
         self.last_casts["input"] = (qx, sinv_x)
         w_hp = self._weight_hp()
         comms = communicators(self.group, self.deadline_s) if self.overlap else None
@@ -97,7 +92,7 @@ class TPLinear:
             if self.overlap:
                 from harness.comm import cast_into_buffer, ring_allgather_gemm
 
-                staged = cast_into_buffer(comms["qkv"], x.float(), meta.scale[slot], _fmt(dtype), scale_inv=sinv_x)
+                staged = cast_into_buffer(comms["qkv"], x.float(), scale_x, _fmt(dtype), scale_inv=sinv_x)
                 y = ring_allgather_gemm(comms["qkv"], staged, None, None, w_hp)
             else:
                 chunks = _gather(qx, self.group)
@@ -114,10 +109,7 @@ class TPLinear:
 
     def backward(self, grad_out: torch.Tensor) -> torch.Tensor:
         meta = self.meta_bwd
-        slot = meta.slot("grad_output")
-        qg, amax = cast_and_amax(grad_out, meta.scale[slot], meta.dtype)
-        meta.record_amax(slot, amax)
-        sinv_g = meta.scale_inv[slot].clone()
+        qg, sinv_g = meta.cast("grad_output", grad_out)
         self.last_casts["grad_output"] = (qg, sinv_g)
         fdt, bdt = self.meta_fwd.dtype, meta.dtype
         qx, sinv_x = self.last_casts["input"]
