@@ -9,8 +9,8 @@ any order). The optimizer step is ``w <- w + (-lr) * grad`` via ``torch.add(alph
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 
+from harness.stacks.data_parallel import sum_in_rank_order
 from harness.stacks.emulated.autocast import fp8_autocast, reduce_backward
 from harness.stacks.emulated.linear import Linear
 
@@ -39,26 +39,16 @@ class Model:
 def sync_gradients(model: Model) -> list[torch.Tensor]:
     """Every rank's wgrad summed in rank order (data-parallel), or the local wgrad."""
     grads = [layer.wgrad for layer in model.layers]
+    if not model.data_parallel:
+        return grads
+    return sum_in_rank_order(grads, model.group)
+
+
+def sgd_step(model: Model, master_weights: list[torch.Tensor]) -> None:
     for layer in model.layers:
         bias, bgrad = getattr(layer, "bias", None), getattr(layer, "bgrad", None)
         if bias is not None and bgrad is not None:
             layer.bias = torch.add(bias, bgrad, alpha=-model.lr)
-    group = model.group
-    if not model.data_parallel or group is None or dist.get_world_size(group) == 1:
-        return grads
-    world = dist.get_world_size(group)
-    summed = []
-    for g in grads:
-        parts = [torch.empty_like(g) for _ in range(world)]
-        dist.all_gather(parts, g.contiguous(), group=group)
-        total = parts[0]
-        for p in parts[1:]:
-            total = total + p
-        summed.append(total)
-    return summed
-
-
-def sgd_step(model: Model, master_weights: list[torch.Tensor]) -> None:
     grads = sync_gradients(model)
     for i, (layer, grad) in enumerate(zip(model.layers, grads)):
         if grad is None:          # a frozen weight (weight_grad=False)

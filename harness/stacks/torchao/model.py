@@ -25,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-import torch.distributed as dist
+
+from harness.stacks.data_parallel import sum_in_rank_order
 from torch import nn
 
 from harness.idreuse import reuse_point
@@ -121,19 +122,9 @@ def weight_gradients(model: TorchaoModel) -> list[torch.Tensor]:
         if layer.weight.grad is None:
             raise RuntimeError(f"layer {i} has no weight gradient: was backward run?")
         grads.append(layer.weight.grad.detach().contiguous())
-    group = model.group
-    if not model.data_parallel or group is None or dist.get_world_size(group) == 1:
+    if not model.data_parallel:
         return grads
-    world = dist.get_world_size(group)
-    summed = []
-    for g in grads:
-        parts = [torch.empty_like(g) for _ in range(world)]
-        dist.all_gather(parts, g, group=group)
-        total = parts[0]
-        for p in parts[1:]:
-            total = total + p
-        summed.append(total)
-    return summed
+    return sum_in_rank_order(grads, model.group)
 
 
 def sgd_step(model: TorchaoModel) -> None:

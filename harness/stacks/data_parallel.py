@@ -1,0 +1,27 @@
+"""Data-parallel gradient sync shared by the stacks: a sum over ranks in a fixed order.
+
+Every rank's gradient is all-gathered and summed in rank order ``((g_0 + g_1) + g_2) + ...``,
+the same on every rank and bit-reproducible, which an all-reduce SUM over more than two ranks
+is not (it may add in any order). The references follow the same order.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+def sum_in_rank_order(grads: list[torch.Tensor], group) -> list[torch.Tensor]:
+    """Each tensor summed over the group's ranks in rank order (the tensors unchanged alone)."""
+    if group is None or dist.get_world_size(group) == 1:
+        return grads
+    world = dist.get_world_size(group)
+    summed = []
+    for g in grads:
+        parts = [torch.empty_like(g) for _ in range(world)]
+        dist.all_gather(parts, g.contiguous(), group=group)
+        total = parts[0]
+        for p in parts[1:]:
+            total = total + p
+        summed.append(total)
+    return summed
