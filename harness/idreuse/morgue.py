@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import gc
 import threading
+import time
 
 from harness.errors import UsageError
 
@@ -174,6 +175,22 @@ MORGUE = Morgue()
 # release of a parked object and the allocation meant to take its block, and take it first.
 # The harness's own threads (the rank watchdog) take this lock before each round of work.
 QUIET = threading.Lock()
+
+
+def run_quietly(round_fn, period_s: float = 0.25) -> None:
+    """A harness thread's loop: every ``period_s``, one round of ``round_fn`` under :data:`QUIET`.
+
+    Waits at most a second for the lock, so a build longer than that (a hang inside it) does not
+    silence the thread; a forced-reuse build shorter than that never sees it allocate.
+    """
+    while True:
+        time.sleep(period_s)
+        got = QUIET.acquire(timeout=1.0)
+        try:
+            round_fn()
+        finally:
+            if got:
+                QUIET.release()
 
 
 @contextlib.contextmanager

@@ -110,22 +110,18 @@ class _SelfWatch(threading.Thread):
         self.last_progress = time.monotonic()
 
     def run(self) -> None:
-        from harness.idreuse.morgue import QUIET
+        from harness.idreuse.morgue import run_quietly
 
-        while True:
-            time.sleep(0.25)
-            got = QUIET.acquire(timeout=1.0)
-            try:
-                key = self.case_key
-                if key and time.monotonic() - self.last_progress > self.deadline_s + 2:
-                    with tempfile.TemporaryFile("w+") as fh:
-                        faulthandler.dump_traceback(fh, all_threads=True)
-                        fh.seek(0)
-                        self.store.set(f"stack/{key}/{self.rank}", fh.read())
-                    self.case_key = None
-            finally:
-                if got:
-                    QUIET.release()
+        run_quietly(self._round)
+
+    def _round(self) -> None:
+        key = self.case_key
+        if key and time.monotonic() - self.last_progress > self.deadline_s + 2:
+            with tempfile.TemporaryFile("w+") as fh:
+                faulthandler.dump_traceback(fh, all_threads=True)
+                fh.seek(0)
+                self.store.set(f"stack/{key}/{self.rank}", fh.read())
+            self.case_key = None
 
 
 def run_spmd(cfg, env: SpmdEnv, on_case):

@@ -67,18 +67,9 @@ class Watchdog(threading.Thread):
         self.last_progress = time.monotonic()
 
     def run(self) -> None:
-        from harness.idreuse.morgue import QUIET
+        from harness.idreuse.morgue import run_quietly
 
-        while True:
-            time.sleep(0.25)
-            # Stay off the allocator while a forced-reuse build runs (see harness.idreuse.morgue);
-            # a build that takes longer than a second does not silence the watchdog.
-            got = QUIET.acquire(timeout=1.0)
-            try:
-                self._round()
-            finally:
-                if got:
-                    QUIET.release()
+        run_quietly(self._round)
 
     def _round(self) -> None:
         try:
