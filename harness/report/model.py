@@ -74,6 +74,15 @@ class RunReport:
     complete: bool = False
     interrupted: str | None = None
 
+    def run_all(self, session, cases, on_case=None) -> None:
+        """Run ``cases`` one by one through ``session``; after each, call ``on_case(self)`` (the
+        reports are rewritten there). Marks the report complete when every case ran."""
+        for case in cases:
+            self.cases.append(session.run(case))
+            if on_case is not None:
+                on_case(self)
+        self.complete = True
+
     def summary(self) -> dict:
         counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
         for c in self.cases:

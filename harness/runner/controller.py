@@ -546,11 +546,7 @@ def run_controlled(cfg: RunConfig, on_case=None) -> RunReport:
     previous = _install_signal_handlers()
     session = CaseSession(cfg)
     try:
-        for case in cfg.cases:
-            report.cases.append(session.run(case))
-            if on_case is not None:
-                on_case(report)
-        report.complete = True
+        report.run_all(session, cfg.cases, on_case)
     except Interrupted as exc:
         report.interrupted = f"controller received {exc.args[0]}"
     except HarnessError as exc:

@@ -80,11 +80,7 @@ def run_inproc(cfg: RunConfig, on_case=None) -> RunReport:
     report = RunReport(cfg.sut, "inproc", 1, cfg.options.run_seed, cfg.options.reuse.text())
     session = InprocSession(cfg)
     try:
-        for case in cfg.cases:
-            report.cases.append(session.run(case))
-            if on_case is not None:
-                on_case(report)
-        report.complete = True
+        report.run_all(session, cfg.cases, on_case)
     except KeyboardInterrupt:
         report.interrupted = "interrupted (SIGINT)"
     finally:
