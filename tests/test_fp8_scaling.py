@@ -1,6 +1,7 @@
 """The delayed-scaling update (DESIGN section 2) on hand-worked histories, for both implementations.
 
-``harness.fp8.scaling.delayed_scaling_update`` (the reference's, one tensor at a time) and
+``harness.fp8.scaling.delayed_scaling_update`` (the reference's, one tensor at a time), its
+row-wise form ``delayed_scaling_update_rows`` (the reference's, many tensors at once) and
 ``harness.stacks.emulated.kernels.fused_amax_and_scale_update`` (the emulated stack's, in place
 on ``[L, n]`` histories) must both produce the bit patterns worked out here by hand, or by a
 pure-Python statement of the formula that rounds every float32 operation explicitly.
@@ -21,7 +22,7 @@ import torch
 
 from harness.fp8.formats import E4M3, E5M2, Fp8Format
 from harness.fp8.recipe import DelayedScalingRecipe
-from harness.fp8.scaling import delayed_scaling_update
+from harness.fp8.scaling import delayed_scaling_update, delayed_scaling_update_rows
 from harness.stacks.emulated.kernels import fused_amax_and_scale_update
 
 INF, NAN = math.inf, math.nan
@@ -82,6 +83,16 @@ def via_reference(history, scale, reduced, *, algo, margin, fmt):
     return tbits(h), tbits(s)[0], tbits(si)[0]
 
 
+def via_reference_rows(history, scale, reduced, *, algo, margin, fmt):
+    """The row-wise form on a batch of three rows, the tensor under test in the middle."""
+    other = [float(k) for k in range(len(history))]
+    h, s, si = delayed_scaling_update_rows(
+        torch.tensor([other, history, other[::-1]], dtype=torch.float32),
+        torch.tensor([3.0, scale, 5.0], dtype=torch.float32),
+        torch.tensor([7.0, reduced, 0.0], dtype=torch.float32), _recipe(len(history), algo, margin, fmt), fmt)
+    return tbits(h[1]), tbits(s[1:2])[0], tbits(si[1:2])[0]
+
+
 def via_kernel(history, scale, reduced, *, algo, margin, fmt):
     """The fused kernel on one slot of an [L, 1] history, in place."""
     h = torch.tensor(history, dtype=torch.float32).reshape(len(history), 1).clone()
@@ -92,7 +103,8 @@ def via_kernel(history, scale, reduced, *, algo, margin, fmt):
     return tbits(h[:, 0]), tbits(s)[0], tbits(si)[0]
 
 
-IMPLS = [pytest.param(via_reference, id="reference"), pytest.param(via_kernel, id="fused-kernel")]
+IMPLS = [pytest.param(via_reference, id="reference"), pytest.param(via_reference_rows, id="reference-rows"),
+         pytest.param(via_kernel, id="fused-kernel")]
 
 
 def check(impl, history, scale, reduced, *, algo="max", margin=0, fmt=E4M3,
@@ -339,6 +351,24 @@ def test_reference_matches_the_statement_on_random_histories():
         assert got == want, (history, scale, reduced, algo, margin, fmt)
 
 
+def test_reference_rows_match_the_statement_on_random_histories_many_rows_at_once():
+    """One row-wise call per (length, algo, margin, format) over every history: rows must not interact."""
+    groups: dict = {}
+    for history, scale, reduced, algo, margin, fmt in _random_cases(1327, 800):
+        groups.setdefault((len(history), algo, margin, fmt), []).append((history, scale, reduced))
+    for (length, algo, margin, fmt), items in groups.items():
+        h_in = torch.tensor([it[0] for it in items], dtype=torch.float32)
+        s_in = torch.tensor([it[1] for it in items], dtype=torch.float32)
+        red = torch.tensor([it[2] for it in items], dtype=torch.float32)
+        before = (tbits(h_in), tbits(s_in), tbits(red))
+        h, s, si = delayed_scaling_update_rows(h_in, s_in, red, _recipe(length, algo, margin, fmt), fmt)
+        assert (tbits(h_in), tbits(s_in), tbits(red)) == before, "inputs modified"
+        for j, (history, scale, reduced) in enumerate(items):
+            want = model_update(history, scale, reduced, algo=algo, margin=margin, fmt=fmt)
+            got = (tbits(h[j]), tbits(s[j])[0], tbits(si[j])[0])
+            assert got == want, (history, scale, reduced, algo, margin, fmt)
+
+
 def test_fused_kernel_matches_the_statement_on_random_histories_many_slots_at_once():
     """One fused call per (length, algo, margin, format) over every slot: slots must not interact."""
     groups: dict = {}
@@ -391,6 +421,12 @@ def test_scale_is_the_ieee_quotient_and_a_scalar_division_would_be_caught(fmt, m
     assert got == ieee
     assert all(got[i] != scalar[i] for i in differ)            # so a scalar-division kernel fails here
     assert tbits(si) == [bits(f32(1.0 / from_bits(b))) for b in ieee]
+
+    # The reference's row-wise form, all amaxes in one call.
+    _, rows_s, rows_si = delayed_scaling_update_rows(torch.zeros(n, 1), torch.ones(n), amaxes.clone(),
+                                                     _recipe(1, "max", margin, fmt), fmt)
+    assert tbits(rows_s) == ieee
+    assert tbits(rows_si) == [bits(f32(1.0 / from_bits(b))) for b in ieee]
 
     # The reference, on the amaxes where the scalar division differs.
     recipe = _recipe(1, "max", margin, fmt)

@@ -14,6 +14,9 @@ This is the formula of TE's fused update kernel (fp32 throughout, IEEE division)
     scale'     = FLT_MAX            if scale' is inf
     scale_inv' = 1 / scale'
 
+:func:`delayed_scaling_update_rows` is the same formula over ``N`` independent histories at
+once (one per row), for callers that update many tensors after one reduction.
+
 Both divisions are float32 tensor/tensor divisions, which are correctly rounded. A Python
 scalar over a tensor (``448.0 / amax``) goes through a reciprocal and differs from IEEE
 division in about a quarter of random amaxes, so it must not be used here.
@@ -83,3 +86,52 @@ def delayed_scaling_update(
         new_scale = torch.tensor(FLT_MAX, dtype=torch.float32)
     new_scale_inv = torch.ones((), dtype=torch.float32) / new_scale
     return history, new_scale.reshape(()), new_scale_inv.reshape(())
+
+
+def delayed_scaling_update_rows(
+    amax_histories: torch.Tensor,
+    scales: torch.Tensor,
+    reduced_amaxes: torch.Tensor,
+    recipe: DelayedScalingRecipe,
+    fmt: Fp8Format,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`delayed_scaling_update` on ``N`` tensors at once, bit for bit the same per row.
+
+    ``amax_histories`` is ``[N, L]`` (row ``n`` is tensor ``n``'s ``H``), ``scales`` and
+    ``reduced_amaxes`` are ``[N]``. Returns new ``([N, L], [N], [N])`` tensors; inputs are not
+    modified. Every branch of the one-tensor formula becomes a per-row ``where``::
+
+        last  = where(reduced != 0, reduced, H[:, 0])          # NaN != 0, so NaN rolls
+        rolls = last != 0
+        amax  = where(rolls, max over window ignoring NaN (NaN if all NaN) | last, 0)
+        H'    = where(rolls, [0, H[:, 2:], last], H)
+        scale'     = where(isfinite(amax) & amax > 0, scaled_max / amax, scale)
+        scale'     = where(isinf(scale'), FLT_MAX, scale')
+        scale_inv' = 1 / scale'
+    """
+    history = amax_histories.detach().float().reshape(amax_histories.shape[0], -1)
+    scales = scales.detach().float().reshape(-1)
+    reduced = reduced_amaxes.detach().float().reshape(-1)
+    rows, length = history.shape
+    last = torch.where(reduced != 0, reduced, history[:, 0])
+    rolls = last != 0
+    if length == 1:
+        rolled_amax = last
+        rolled_history = torch.zeros_like(history)
+    else:
+        window = torch.cat([history[:, 1:], last[:, None]], dim=1)
+        if recipe.amax_compute_algo is AmaxComputeAlgo.MAX:
+            nan = torch.isnan(window)
+            # NaN is ignored like fmaxf; -inf stands in for it, and an all-NaN window stays NaN.
+            rolled_amax = torch.where(nan, float("-inf"), window).amax(dim=1)
+            rolled_amax = torch.where(nan.all(dim=1), float("nan"), rolled_amax)
+        else:
+            rolled_amax = last
+        rolled_history = torch.cat([torch.zeros(rows, 1), history[:, 2:], last[:, None]], dim=1)
+    amax = torch.where(rolls, rolled_amax, torch.zeros(()))
+    new_history = torch.where(rolls[:, None], rolled_history, history)
+    usable = torch.isfinite(amax) & (amax > 0)
+    new_scale = torch.where(usable, scaled_max(fmt, recipe.margin) / amax, scales)
+    new_scale = torch.where(torch.isinf(new_scale), torch.tensor(FLT_MAX, dtype=torch.float32), new_scale)
+    new_scale_inv = torch.ones((), dtype=torch.float32) / new_scale
+    return new_history.clone(), new_scale, new_scale_inv

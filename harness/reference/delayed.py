@@ -36,7 +36,7 @@ import torch
 from harness.case.data import initial_weights, step_grad_output, step_inputs
 from harness.case.spec import CaseSpec
 from harness.fp8.cast import amax_fmaxf, cast_to_fp8, dequantize
-from harness.fp8.scaling import delayed_scaling_update
+from harness.fp8.scaling import delayed_scaling_update_rows
 from harness.stacks.protocol import RoleState
 
 FWD_ROLES = ("input", "weight")
@@ -57,6 +57,28 @@ class _Meta:
 
     def record(self, hp_tensor: torch.Tensor) -> None:
         self.history[0] = torch.fmax(self.history[0], amax_fmaxf(hp_tensor))
+
+
+def reduce_and_update(slots: list[list[_Meta]], recipe, fmt, reduce_over_group: bool) -> None:
+    """The reduction and update after a backward or an autocast exit, for many metas at once.
+
+    ``slots[k][r]`` is slot ``k``'s meta on rank ``r``. With ``reduce_over_group`` each slot's
+    ``H[0]`` is MAX-reduced over the ranks, else each meta uses its own ``H[0]``; then every
+    meta gets :func:`delayed_scaling_update_rows` (one call for all: the formula is per row).
+    """
+    flat = [meta for slot in slots for meta in slot]
+    if not flat:
+        return
+    histories = torch.stack([meta.history for meta in flat])
+    scales = torch.stack([meta.scale.reshape(()) for meta in flat])
+    if reduce_over_group:
+        per_rank = len(slots[0])
+        reduced = histories[:, 0].reshape(len(slots), per_rank).amax(1).repeat_interleave(per_rank)
+    else:
+        reduced = histories[:, 0]
+    new_histories, new_scales, new_scale_invs = delayed_scaling_update_rows(histories, scales, reduced, recipe, fmt)
+    for k, meta in enumerate(flat):
+        meta.history, meta.scale, meta.scale_inv = new_histories[k], new_scales[k], new_scale_invs[k]
 
 
 @dataclasses.dataclass
@@ -104,17 +126,10 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
                     meta.record(master[r][i])
                     w_sinv[r][i] = meta.scale_inv.clone()
 
-    def reduce_and_update(roles) -> None:
-        for i in range(n_layers):
-            for role in roles:
-                fmt = fwd_fmt if role in FWD_ROLES else bwd_fmt
-                if reduce_over_group:
-                    reduced = torch.stack([metas[r][i][role].history[0] for r in ranks]).amax(0)
-                for r in ranks:
-                    meta = metas[r][i][role]
-                    red = reduced if reduce_over_group else meta.history[0].clone()
-                    meta.history, meta.scale, meta.scale_inv = delayed_scaling_update(
-                        meta.history, meta.scale, red, recipe, fmt)
+    def update(roles) -> None:
+        fmt = fwd_fmt if roles is FWD_ROLES else bwd_fmt
+        slots = [[metas[r][i][role] for r in ranks] for i in range(n_layers) for role in roles]
+        reduce_and_update(slots, recipe, fmt, reduce_over_group)
 
     steps: list[dict[str, RoleState]] = []
     outputs: list[torch.Tensor] = []
@@ -140,7 +155,7 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
                 casts[r][i]["weight"] = (qw, sinv_w)
             if r == rank:
                 outputs.append(x.clone())
-        reduce_and_update(FWD_ROLES)
+        update(FWD_ROLES)
         wgrads = [[None] * n_layers for _ in ranks]
         for r in ranks:
             g = step_grad_output(case, model_index, t, r, run_seed)
@@ -154,7 +169,7 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
                 g_hp = dequantize(qg, sinv_g, bwd_fmt)
                 wgrads[r][i] = torch.matmul(g_hp.t(), dequantize(qx, sinv_x, fwd_fmt))
                 g = torch.matmul(g_hp, dequantize(qw, sinv_w, fwd_fmt))
-        reduce_and_update(BWD_ROLES)
+        update(BWD_ROLES)
         steps.append({
             f"layer{i}.{role}": _role_state(metas[rank][i][role], *casts[rank][i][role])
             for i in range(n_layers) for role in ("input", "weight", "grad_output")

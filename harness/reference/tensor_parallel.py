@@ -14,8 +14,7 @@ import torch
 from harness.case.data import initial_weights, tp_shapes, tp_tensor, weight_shard
 from harness.case.spec import CaseSpec
 from harness.fp8.cast import cast_to_fp8, dequantize
-from harness.reference.delayed import BWD_ROLES, FWD_ROLES, ExpectedModel, _Meta, _role_state
-from harness.fp8.scaling import delayed_scaling_update
+from harness.reference.delayed import BWD_ROLES, FWD_ROLES, ExpectedModel, _Meta, _role_state, reduce_and_update
 from harness.stacks.protocol import RoleState
 
 
@@ -37,15 +36,10 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
             if spec.construction == "copy":
                 meta.record(master[r])
 
-    def reduce_and_update(roles):
-        for role in roles:
-            fmt = fwd_fmt if role in FWD_ROLES else bwd_fmt
-            if recipe.reduce_amax and world_size > 1:
-                reduced = torch.stack([metas[r][role].history[0] for r in ranks]).amax(0)
-            for r in ranks:
-                m = metas[r][role]
-                red = reduced if recipe.reduce_amax and world_size > 1 else m.history[0].clone()
-                m.history, m.scale, m.scale_inv = delayed_scaling_update(m.history, m.scale, red, recipe, fmt)
+    def update(roles):
+        fmt = fwd_fmt if roles is FWD_ROLES else bwd_fmt
+        slots = [[metas[r][role] for r in ranks] for role in roles]
+        reduce_and_update(slots, recipe, fmt, recipe.reduce_amax and world_size > 1)
 
     steps, outputs = [], []
     for t in range(case.steps):
@@ -62,13 +56,13 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                 qw = cast_to_fp8(master[r], m["weight"].scale, fwd_fmt)
                 m["weight"].record(master[r])
                 casts[r]["weight"] = (qw, m["weight"].scale_inv.clone())
-        reduce_and_update(FWD_ROLES)
+        update(FWD_ROLES)
         for r in ranks:
             dy = tp_tensor(case, model_index, "dy", t, r, run_seed, shapes["dy"], std=0.01)
             m = metas[r]["grad_output"]
             casts[r]["grad_output"] = (cast_to_fp8(dy, m.scale, bwd_fmt), m.scale_inv.clone())
             m.record(dy)
-        reduce_and_update(BWD_ROLES)
+        update(BWD_ROLES)
         steps.append({f"layer0.{role}": _role_state(metas[rank][role], *casts[rank][role])
                       for role in ("input", "weight", "grad_output")})
         if not spec.weight_grad:
