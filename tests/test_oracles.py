@@ -272,6 +272,18 @@ def test_retention_is_a_warning_by_default_and_a_failure_under_strict():
                      "amax_buffers.buffers +12 entries (+1824 B)")]
 
 
+def test_registry_sizes_reuse_known_bytes_only_where_the_entry_count_is_unchanged():
+    from harness.oracles.retention import registry_sizes
+
+    regs = {"a": {"k": [torch.zeros(4)]}, "b": [torch.zeros(2)]}
+    first = registry_sizes(regs)
+    assert first == {"a": {"entries": 2, "bytes": 16}, "b": {"entries": 1, "bytes": 8}}
+    regs["a"]["k"].append(torch.zeros(8))           # "a" grew: walked again
+    regs["b"][0] = torch.zeros(100)                  # "b" has the count it had: its known bytes stand
+    assert registry_sizes(regs, known=first) == {"a": {"entries": 3, "bytes": 48}, "b": {"entries": 1, "bytes": 8}}
+    assert registry_sizes(regs)["b"] == {"entries": 1, "bytes": 400}
+
+
 class PruningStack(EmulatedStack):
     """The patched stack plus what TE does not do: destroy() drops the model's metas from the buffers."""
 

@@ -11,11 +11,13 @@ import torch
 from harness.idreuse.tracker import TrackedObject
 
 
-def registry_sizes(registries: dict) -> dict[str, dict]:
+def registry_sizes(registries: dict, known: dict | None = None) -> dict[str, dict]:
     """Per registry: entries and the bytes of the tensors it reaches.
 
     Entries are the registry's own items plus the items of the lists, sets and dicts directly
     under them (a dict of buffers counts every meta in every buffer); tuples count as one item.
+    ``known``: sizes taken earlier with nothing of the stack run since; a registry whose entry
+    count is unchanged there keeps its bytes instead of being walked again.
     """
     sizes = {}
     for name, reg in registries.items():
@@ -24,7 +26,11 @@ def registry_sizes(registries: dict) -> dict[str, dict]:
         for v in items:
             if isinstance(v, (list, set, frozenset, dict)):
                 entries += len(v)
-        sizes[name] = {"entries": entries, "bytes": _tensor_bytes(reg)}
+        earlier = (known or {}).get(name)
+        if earlier is not None and earlier["entries"] == entries:
+            sizes[name] = dict(earlier)
+        else:
+            sizes[name] = {"entries": entries, "bytes": _tensor_bytes(reg)}
     return sizes
 
 

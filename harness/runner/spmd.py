@@ -136,7 +136,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
     from harness.idreuse.tracker import freeze_imports
     from harness.oracles.findings import Failure
     from harness.report.model import RunReport, group_digest, verdict
-    from harness.runner.case_exec import GRAVEYARD, RankResult, execute_case
+    from harness.runner.case_exec import GRAVEYARD, LAST_REGISTRY_SIZES, RankResult, execute_case
     from harness.runner.controller import judge
     from harness.runner.inproc import repro_for
     from harness.runner.ledger import LEDGER, install
@@ -237,6 +237,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
                 generation += 1
                 dist.destroy_process_group()
                 stack.reset()
+                LAST_REGISTRY_SIZES.forget()
                 MORGUE.clear()
                 GRAVEYARD.dead.clear()
                 dist.init_process_group("gloo", store=dist.PrefixStore(f"pg{generation}/", store), rank=rank,

@@ -104,7 +104,7 @@ def main() -> int:
     from harness.idreuse.tracker import freeze_imports
     from harness.runner import messages as msg
     from harness.idreuse.morgue import MORGUE
-    from harness.runner.case_exec import GRAVEYARD, RunOptions, execute_case
+    from harness.runner.case_exec import GRAVEYARD, LAST_REGISTRY_SIZES, RunOptions, execute_case
     from harness.runner.ledger import LEDGER, install
     from harness.runner.zygote import Zygote
     from harness.stacks import load_stack
@@ -153,6 +153,7 @@ def main() -> int:
                 # A fresh group in the same processes: new process group, empty registries, no
                 # parked objects. Used when the last case failed but every rank is responsive.
                 stack.reset()
+                LAST_REGISTRY_SIZES.forget()
                 MORGUE.clear()
                 GRAVEYARD.dead.clear()
                 generation[0] = m.generation
