@@ -20,7 +20,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sut", default="emulated-patched",
-                   help="stack under test: emulated-patched, emulated-buggy, te, torchao, or package.module:attr")
+                   help="stack under test: emulated-patched, emulated-buggy, te, te-buggy, torchao, or package.module:attr")
     p.add_argument("--inject", default=None, help="inject a bug into a real stack (torchao: id-hook; te: id-hook)")
     p.add_argument("--launcher", default=None, help="spawn (default), torchrun, mpirun, or inproc (world size 1)")
     p.add_argument("--world-size", type=int, default=None, help="ranks per group (default 2; 1 for inproc)")

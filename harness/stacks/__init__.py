@@ -10,6 +10,7 @@ BUILTIN = {
     "emulated-patched": "harness.stacks.emulated.stack:PATCHED",
     "emulated-buggy": "harness.stacks.emulated.stack:BUGGY",
     "te": "harness.stacks.te.stack:load",
+    "te-buggy": "harness.stacks.te.stack:load_buggy",
     "torchao": "harness.stacks.torchao.stack:load",
 }
 

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time budget (default 30); cases stop starting once it is spent")
     p.add_argument("--out", required=True, help="folder for stress.json, junit.xml, index.html, repro-<n>.json")
     p.add_argument("--sut", default="emulated-patched",
-                   help="stack under test: emulated-patched, emulated-buggy, te, torchao, or package.module:attr")
+                   help="stack under test: emulated-patched, emulated-buggy, te, te-buggy, torchao, or package.module:attr")
     p.add_argument("--launcher", default="spawn", choices=("spawn", "torchrun", "mpirun", "inproc"),
                    help="how each batch's rank group starts (inproc: this process, world size 1)")
     p.add_argument("--world-size", type=int, default=None, help="ranks per group (default 2; 1 for inproc)")

@@ -1,1 +1,27 @@
-"""The ``te`` stack: real Transformer Engine on CUDA (``--sut te``). See :mod:`harness.stacks.te.stack`."""
+"""``--sut te``: Transformer Engine 2.x on CUDA, as a :class:`harness.stacks.protocol.Stack`.
+
+A real stack, not a model of one: the layers are TE's ``te.Linear`` with FP8 parameters made
+under TE's model-init context, trained under TE's autocast with a ``DelayedScaling`` recipe;
+the casts, GEMMs, amax reductions and scale updates are TE's own kernels and code. The
+adapter adds only what the harness needs around it.
+
+One concept per file:
+
+* :mod:`.stack` -- the stack object, ``load()`` (``--sut te``) and ``load_buggy()``
+  (``--sut te-buggy``, the same as ``--sut te --inject id-hook``);
+* :mod:`.availability` -- whether TE and a CUDA device are here, without initialising CUDA;
+* :mod:`.recipe` -- our :class:`~harness.fp8.recipe.DelayedScalingRecipe` as TE's recipe;
+* :mod:`.groups` -- the NCCL group TE reduces amaxes over, beside the harness's gloo group;
+* :mod:`.model` -- building the model, a step under autocast, gradient sync and SGD;
+* :mod:`.snapshot` -- reading each role's state from TE's ``fp8_meta`` and FP8 weights;
+* :mod:`.compared` -- what is compared with the bit-exact reference, and what is not;
+* :mod:`.cases` -- TE's case catalogue (the built-in one, in shapes TE's FP8 GEMMs accept);
+* :mod:`.global_state` -- TE's process-global FP8 state, for ``registries()`` and ``reset()``;
+* :mod:`.reuse` -- where the harness may force id reuse: right before TE allocates ``_data``;
+* :mod:`.id_hook` -- ``te-buggy``: the pre-fix id-keyed post-cast hook, put back on purpose;
+* :mod:`.retention_loop` -- a long build-and-destroy loop measuring what dead models leave.
+
+Every module imports without Transformer Engine and without CUDA: TE is imported where it is
+used, the first time a model is built. That keeps CUDA uninitialised in the process the
+runner forks its pristine zygote from (a CUDA context does not survive ``fork``).
+"""
