@@ -176,6 +176,23 @@ def test_spmd_world_size_mismatch_under_torchrun(tmp_path):
     assert statuses == ["2", "2"], proc.stderr[-2000:]
 
 
+def test_spmd_userbuffers_run_leaves_no_segment(tmp_path):
+    """Under torchrun there is no controller to sweep shared memory: every segment the ranks and
+    their isolated re-runs (forked children that leave by os._exit) created must be gone when
+    the launch ends. Before the children released theirs, this run left 144 segments."""
+    torchrun = os.path.join(os.path.dirname(PY), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("no torchrun beside this Python")
+    prefix = f"fp8h-{os.getpid()}-spmd{secrets.token_hex(3)}-"
+    proc = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "harness", "run",
+                           "--cases", "userbuffers/column*", "--json", str(tmp_path / "r.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, HARNESS_SHM_PREFIX=prefix))
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert read_json(tmp_path / "r.json")["summary"]["passed"] == 5
+    assert shm_segments(prefix) == []
+
+
 def test_spmd_world_size_mismatch_under_mpirun(tmp_path):
     mpirun = shutil.which("mpirun", path=os.path.dirname(PY) + os.pathsep + os.environ.get("PATH", ""))
     if mpirun is None:

@@ -81,7 +81,16 @@ def _isolated_child(request: dict) -> dict:
         group = dist.group.WORLD
         LEDGER.precheck = CollectivePrecheck(store, rank, options.deadline_s)
         LEDGER.precheck.begin_case(token)
-    result = execute_case(case, stack, rank, world, group, options)
+    try:
+        result = execute_case(case, stack, rank, world, group, options)
+    finally:
+        # The child leaves by os._exit, which skips atexit: release what the case created in
+        # shared memory here (its Userbuffers communicators), or nothing would. A controller
+        # sweeps its own prefix at teardown; a torchrun or mpirun launch has no controller.
+        from harness.comm import destroy_ub
+
+        stack.reset()
+        destroy_ub()
     return result.to_dict()
 
 
