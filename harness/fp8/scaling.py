@@ -14,8 +14,9 @@ This is the formula of TE's fused update kernel (fp32 throughout, IEEE division)
     scale'     = FLT_MAX            if scale' is inf
     scale_inv' = 1 / scale'
 
-:func:`delayed_scaling_update_rows` is the same formula over ``N`` independent histories at
-once (one per row), for callers that update many tensors after one reduction.
+:func:`delayed_scaling_update_rows` is the formula over ``N`` independent histories at once
+(one per row), for callers that update many tensors after one reduction;
+:func:`delayed_scaling_update` is its one-tensor form.
 
 Both divisions are float32 tensor/tensor divisions, which are correctly rounded. A Python
 scalar over a tensor (``448.0 / amax``) goes through a reciprocal and differs from IEEE
@@ -39,14 +40,6 @@ def scaled_max(fmt: Fp8Format, margin: int) -> torch.Tensor:
     return torch.tensor(fp8_max(fmt) * math.ldexp(1.0, -margin), dtype=torch.float32)
 
 
-def _fmax_reduce(values: torch.Tensor) -> torch.Tensor:
-    """Maximum ignoring NaN (``fmaxf`` folded over the values); NaN only if all are NaN."""
-    finite_or_inf = values[~torch.isnan(values)]
-    if finite_or_inf.numel() == 0:
-        return torch.tensor(float("nan"), dtype=torch.float32)
-    return finite_or_inf.max()
-
-
 def delayed_scaling_update(
     amax_history: torch.Tensor,
     scale: torch.Tensor,
@@ -60,32 +53,10 @@ def delayed_scaling_update(
     since the last reduction); ``reduced_amax`` is ``H[0]`` MAX-reduced over the fp8 group
     (``H[0]`` itself when there is no reduction). Inputs are not modified.
     """
-    history = amax_history.detach().float().clone()
-    scale = scale.detach().float().reshape(())
-    reduced = reduced_amax.detach().float().reshape(())
-    length = history.numel()
-    last = reduced if bool(reduced != 0) else history[0].clone()
-    if bool(last != 0):
-        if length == 1:
-            amax = last
-            history = torch.zeros(1, dtype=torch.float32)
-        else:
-            window = torch.cat([history[1:], last.reshape(1)])
-            if recipe.amax_compute_algo is AmaxComputeAlgo.MAX:
-                amax = _fmax_reduce(window)
-            else:
-                amax = last
-            history = torch.cat([torch.zeros(1), history[2:], last.reshape(1)]).float()
-    else:
-        amax = torch.zeros((), dtype=torch.float32)
-    if bool(torch.isfinite(amax)) and bool(amax > 0):
-        new_scale = scaled_max(fmt, recipe.margin) / amax
-    else:
-        new_scale = scale.clone()
-    if bool(torch.isinf(new_scale)):
-        new_scale = torch.tensor(FLT_MAX, dtype=torch.float32)
-    new_scale_inv = torch.ones((), dtype=torch.float32) / new_scale
-    return history, new_scale.reshape(()), new_scale_inv.reshape(())
+    history, new_scale, new_scale_inv = delayed_scaling_update_rows(
+        amax_history.detach().reshape(1, -1), scale.detach().reshape(1), reduced_amax.detach().reshape(1),
+        recipe, fmt)
+    return history[0].clone(), new_scale[0].clone(), new_scale_inv[0].clone()
 
 
 def delayed_scaling_update_rows(
@@ -95,7 +66,7 @@ def delayed_scaling_update_rows(
     recipe: DelayedScalingRecipe,
     fmt: Fp8Format,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`delayed_scaling_update` on ``N`` tensors at once, bit for bit the same per row.
+    """The update of the module docstring on ``N`` tensors at once, each row on its own.
 
     ``amax_histories`` is ``[N, L]`` (row ``n`` is tensor ``n``'s ``H``), ``scales`` and
     ``reduced_amaxes`` are ``[N]``. Returns new ``([N, L], [N], [N])`` tensors; inputs are not
