@@ -3,54 +3,56 @@ returns a stale answer once a dead object's address comes back; the fixed form p
 
 The dead object's address is handed to the new object the way CPython does it: the most
 recently freed block of a size class is the next one allocated (both objects are of one class).
+Each scenario runs from the victim's birth to the new object's birth with the collector off
+(:func:`quiet_allocator`), so no garbage left by earlier tests is freed in between, ahead of
+the victim's block.
 """
 
 from __future__ import annotations
 
 import gc
+import weakref
 
 import pytest
 
 from harness.classcases import mesh_cache, quantizer_key, result_cache
+from harness.idreuse.morgue import land_on, probe_slots, quiet_allocator
 from harness.idreuse.tracker import TrackedObject
 from harness.oracles.hygiene import stale_ids
 
-import weakref
+
+def _record(obj, desc: str) -> TrackedObject:
+    """A weak record of ``obj``, as the harness keeps for every model object."""
+    return TrackedObject(id(obj), weakref.ref(obj), "model", desc)
 
 
-def _dead(objs, names):
-    """Record the objects (weakly), then let them die: {id: description} of the dead ones."""
-    records = [TrackedObject(id(o), weakref.ref(o), "model", n) for o, n in zip(objs, names)]
-    return records
-
-
-def _bury(records):
-    gc.collect()
+def _dead(records) -> dict[int, str]:
+    """{id: description} of the recorded objects that have died."""
     return {r.ident: r.desc for r in records if not r.alive()}
 
 
-def _same_address(cls, dead_id, make, limit=10000):
-    """Allocate objects of ``cls`` until one lands on ``dead_id`` (kept: the others are held)."""
-    held = []
-    for _ in range(limit):
-        obj = make()
-        if id(obj) == dead_id:
-            return obj, held
-        held.append(obj)
-    pytest.fail(f"no {cls.__name__} landed on the dead object's address in {limit} allocations")
+def _same_address(cls, dead_id, make, slots):
+    """An object of ``cls`` at ``dead_id``, from allocating with ``make`` (see :func:`land_on`)."""
+    new = land_on(dead_id, make, slots)
+    if new is None:
+        pytest.fail(f"no {cls.__name__} landed on the dead object's address in {len(slots)} "
+                    "allocations: something else took its block and kept it. Re-run this test "
+                    "alone to see whether an earlier test leaves a thread allocating.")
+    return new
 
 
 @pytest.mark.parametrize("form", ["buggy", "fixed"])
 def test_mesh_coordinates_after_a_submesh_dies(form):
     cache = (mesh_cache.BuggyCoordinateCache if form == "buggy" else mesh_cache.FixedCoordinateCache)()
-    sub = mesh_cache.Mesh((2, 2), rank=3)
-    assert cache.coordinates(sub) == (1, 1)
-    records = _dead([sub], ["submesh (2, 2) rank 3"])
-    dead_id = id(sub)
-    del sub
-    dead = _bury(records)
-    findings = stale_ids(cache.registries(), dead)
-    new, _held = _same_address(mesh_cache.Mesh, dead_id, lambda: mesh_cache.Mesh((4,), rank=1))
+    with quiet_allocator():
+        sub = mesh_cache.Mesh((2, 2), rank=3)
+        assert cache.coordinates(sub) == (1, 1)
+        records = [_record(sub, "submesh (2, 2) rank 3")]
+        dead_id = id(sub)
+        slots = probe_slots()
+        del sub
+        new = _same_address(mesh_cache.Mesh, dead_id, lambda: mesh_cache.Mesh((4,), rank=1), slots)
+    findings = stale_ids(cache.registries(), _dead(records))
     answer = cache.coordinates(new)
     if form == "buggy":
         assert findings, "hygiene must flag the dead submesh's id"
@@ -63,14 +65,15 @@ def test_mesh_coordinates_after_a_submesh_dies(form):
 @pytest.mark.parametrize("form", ["buggy", "fixed"])
 def test_result_cache_false_hit_after_collection(form):
     cache = (result_cache.BuggyResultCache if form == "buggy" else result_cache.FixedResultCache)()
-    old = result_cache.Artifact("weights-v1")
-    assert cache.digest(old) == "digest(weights-v1)"
-    records = _dead([old], ["artifact weights-v1"])
-    dead_id = id(old)
-    del old
-    dead = _bury(records)
-    findings = stale_ids(cache.registries(), dead)
-    new, _held = _same_address(result_cache.Artifact, dead_id, lambda: result_cache.Artifact("weights-v2"))
+    with quiet_allocator():
+        old = result_cache.Artifact("weights-v1")
+        assert cache.digest(old) == "digest(weights-v1)"
+        records = [_record(old, "artifact weights-v1")]
+        dead_id = id(old)
+        slots = probe_slots()
+        del old
+        new = _same_address(result_cache.Artifact, dead_id, lambda: result_cache.Artifact("weights-v2"), slots)
+    findings = stale_ids(cache.registries(), _dead(records))
     answer = cache.digest(new)
     if form == "buggy":
         assert findings and answer == "digest(weights-v1)", (findings, answer)
@@ -81,16 +84,45 @@ def test_result_cache_false_hit_after_collection(form):
 @pytest.mark.parametrize("form", ["buggy", "fixed"])
 def test_recipe_state_keyed_by_replaced_quantizers(form):
     cache = (quantizer_key.BuggyRecipeStateCache if form == "buggy" else quantizer_key.FixedRecipeStateCache)()
-    old = [quantizer_key.Quantizer(448.0)]
-    assert cache.state(old) == (448.0,)
-    records = _dead(old, ["quantizer scale 448"])
-    dead_id = id(old[0])
-    old.clear()
-    dead = _bury(records)
-    findings = stale_ids(cache.registries(), dead)
-    new, _held = _same_address(quantizer_key.Quantizer, dead_id, lambda: quantizer_key.Quantizer(57344.0))
+    with quiet_allocator():
+        old = [quantizer_key.Quantizer(448.0)]
+        assert cache.state(old) == (448.0,)
+        records = [_record(old[0], "quantizer scale 448")]
+        dead_id = id(old[0])
+        slots = probe_slots()
+        old.clear()
+        new = _same_address(quantizer_key.Quantizer, dead_id, lambda: quantizer_key.Quantizer(57344.0), slots)
+    findings = stale_ids(cache.registries(), _dead(records))
     answer = cache.state([new])
     if form == "buggy":
         assert findings and answer == (448.0,), (findings, answer)
     else:
         assert findings == [] and answer == (57344.0,), (findings, answer)
+
+
+def test_reuse_is_forced_on_a_heap_full_of_cyclic_garbage():
+    """The scenario above on a heap that made it miss when a collection ran between the victim's
+    death and the new object's birth: 20,000 garbage cycles interleaved with live objects of the
+    victim's size class, waiting to be collected."""
+    class Cycle:
+        pass
+
+    survivors = []
+    gc.disable()                 # the cycles must still be waiting when the scenario starts
+    try:
+        for i in range(20_000):
+            c = Cycle()
+            c.self_ref = (c, i)
+            survivors.append((i, i))
+        del c
+        cache = result_cache.BuggyResultCache()
+        with quiet_allocator():
+            old = result_cache.Artifact("weights-v1")
+            cache.digest(old)
+            dead_id = id(old)
+            slots = probe_slots()
+            del old
+            new = _same_address(result_cache.Artifact, dead_id, lambda: result_cache.Artifact("weights-v2"), slots)
+    finally:
+        gc.enable()
+    assert cache.digest(new) == "digest(weights-v1)"

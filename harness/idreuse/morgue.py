@@ -118,28 +118,26 @@ class Morgue:
         obj = self._parked.popleft()
         target = id(obj)
         make = _throwaway_factory(obj)
-        del obj                      # the last reference: freed here, at this exact moment
+        # Everything that allocates is done before the free: growing ``released_ids`` or making
+        # the probe list may take a small block, which must not be the one about to come free.
         self.released += 1
         self.released_ids.append(target)
+        held = probe_slots(self.STEER_LIMIT) if make is not None else []
+        del obj                      # the last reference: freed here, at this exact moment
         if make is None:
             return
-        # Preallocated (a large block outside pymalloc): appending would reallocate the list's
-        # item array, itself a small block that could fall in the very size class we steer.
-        held = [None] * self.STEER_LIMIT
-        i = 0
-        while i < self.STEER_LIMIT - 1:
-            probe = make()
-            if id(probe) == target:
-                # One more object stays alive before the probe goes: if the probe were the last
-                # live block of its pool, freeing it would hand the whole pool back and the next
-                # allocation could come from anywhere. (16 misses in 584 forced reuses without
-                # this keeper, 1 in 599 with it, measured in forked two-rank processes.)
-                held[i] = make()
-                del probe            # back on the head pool's free list, first in line
-                break
-            held[i] = probe
-            i += 1
+        probe = land_on(target, make, held)
+        if probe is None:
+            self._ballast.append(held)
+            return
+        # One more object stays alive before the probe goes: if the probe were the last live
+        # block of its pool, freeing it would hand the whole pool back and the next allocation
+        # could come from anywhere. (16 misses in 584 forced reuses without this keeper, 1 in
+        # 599 with it, measured in forked two-rank processes.) Both go on the ballast before the
+        # probe is freed: growing the ballast list may itself take a small block.
         self._ballast.append(held)
+        self._ballast.append(make())
+        del probe                    # back on the head pool's free list, first in line
 
     def settle(self) -> None:
         """After a build: whatever is still parked goes to quarantine (never freed, ids never reused)."""
@@ -151,6 +149,33 @@ class Morgue:
         self._parked.clear()
         self._quarantine.clear()
         self._ballast.clear()
+
+
+def probe_slots(limit: int = Morgue.STEER_LIMIT) -> list:
+    """The list :func:`land_on` keeps its misses in; make it *before* the block is freed.
+
+    Preallocated, its item array is a large block outside pymalloc, so filling it never
+    reallocates a small block. Made after the free, the list object itself (a 64-byte block when
+    the list free list is empty, e.g. after a full collection) could take the freed block.
+    """
+    return [None] * limit
+
+
+def land_on(target: int, make, held: list):
+    """Allocate with ``make`` until an object lands on the freed block at address ``target``.
+
+    Returns that object, or None after ``len(held)`` tries. The misses are kept in ``held``
+    (from :func:`probe_slots`): each one used up a free block the allocator served ahead of
+    ``target``'s, so the tries walk down the size class's used-pool list until they reach
+    ``target``'s pool. Only the caller's own allocations may run meanwhile; see
+    :func:`quiet_allocator`.
+    """
+    for i in range(len(held)):
+        probe = make()
+        if id(probe) == target:
+            return probe
+        held[i] = probe
+    return None
 
 
 def _throwaway_factory(obj):
@@ -194,11 +219,16 @@ def run_quietly(round_fn, period_s: float = 0.25) -> None:
 
 
 @contextlib.contextmanager
-def forcing_window():
-    """Around a build: no collector run and no other harness thread may allocate meanwhile."""
-    if not MORGUE.releasing:
-        yield
-        return
+def quiet_allocator():
+    """No collector run and no other harness thread allocating inside the block.
+
+    A collection inside would free cyclic garbage left by earlier work wherever it lies, putting
+    free blocks ahead of the one we want back (20,000 cycles interleaved with live objects put
+    more than 10,000 ahead), and it empties the dict and tuple free lists, so the next
+    call with keyword arguments takes a fresh block for its dict, and that dict, freed, parks
+    the block in the free list for good. Nor is a collection run on the way in, for the latter
+    reason: the free lists must hold what they hold when the victim is born.
+    """
     was_enabled = gc.isenabled()
     gc.disable()
     with QUIET:
@@ -207,6 +237,16 @@ def forcing_window():
         finally:
             if was_enabled:
                 gc.enable()
+
+
+@contextlib.contextmanager
+def forcing_window():
+    """Around a build: quiet (see :func:`quiet_allocator`) on a rank that forces reuse."""
+    if not MORGUE.releasing:
+        yield
+        return
+    with quiet_allocator():
+        yield
 
 
 def reuse_point(kind: str = "") -> None:

@@ -232,23 +232,19 @@ def test_reuse_of_a_dead_address_is_named(toy):
     toy.makepyfile(
         test_suite="""
         import toy_registry
+        from harness.idreuse.morgue import land_on, probe_slots, quiet_allocator
 
         def test_reuse():
-            # Names and the list are made up front: short strings share the Weight's size
-            # class and would compete for the freed block.
-            names = [f"weight-number-{n}" for n in range(10_000)]
-            others = [None] * len(names)
-            first = toy_registry.Weight("first")
-            toy_registry.register_leaky(first, "fwd")
-            address = id(first)
-            del first
-            # Allocate until CPython hands the freed block to a new Weight; the ones that
-            # did not get it stay alive so the search moves on.
-            for n, name in enumerate(names):
-                newcomer = toy_registry.Weight(name)
-                if id(newcomer) == address:
-                    break
-                others[n] = newcomer
+            # Collector off from the Weight's birth to its successor's, and the probe list made
+            # before the free: nothing else may take the freed block (see land_on).
+            with quiet_allocator():
+                first = toy_registry.Weight("first")
+                toy_registry.register_leaky(first, "fwd")
+                address = id(first)
+                slots = probe_slots()
+                del first
+                newcomer = land_on(address, lambda: toy_registry.Weight("second"), slots)
+            assert newcomer is not None, "no Weight landed on the freed block"
             assert toy_registry.is_registered(newcomer)  # the dead Weight's entry answers
         """
     )
