@@ -5,7 +5,9 @@ The dead object's address is handed to the new object the way CPython does it: t
 recently freed block of a size class is the next one allocated (both objects are of one class).
 Each scenario runs from the victim's birth to the new object's birth with the collector off
 (:func:`quiet_allocator`), so no garbage left by earlier tests is freed in between, ahead of
-the victim's block.
+the victim's block. A neighbour of the victim's class is born right after it and outlives it:
+it keeps the victim's pool in use, since a pool whose last live block is freed goes back to
+its arena and its blocks may next be served in another size class.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def test_mesh_coordinates_after_a_submesh_dies(form):
     cache = (mesh_cache.BuggyCoordinateCache if form == "buggy" else mesh_cache.FixedCoordinateCache)()
     with quiet_allocator():
         sub = mesh_cache.Mesh((2, 2), rank=3)
+        neighbour = mesh_cache.Mesh((2, 2), rank=0)
         assert cache.coordinates(sub) == (1, 1)
         records = [_record(sub, "submesh (2, 2) rank 3")]
         dead_id = id(sub)
@@ -67,6 +70,7 @@ def test_result_cache_false_hit_after_collection(form):
     cache = (result_cache.BuggyResultCache if form == "buggy" else result_cache.FixedResultCache)()
     with quiet_allocator():
         old = result_cache.Artifact("weights-v1")
+        neighbour = result_cache.Artifact("weights-v0")
         assert cache.digest(old) == "digest(weights-v1)"
         records = [_record(old, "artifact weights-v1")]
         dead_id = id(old)
@@ -86,6 +90,7 @@ def test_recipe_state_keyed_by_replaced_quantizers(form):
     cache = (quantizer_key.BuggyRecipeStateCache if form == "buggy" else quantizer_key.FixedRecipeStateCache)()
     with quiet_allocator():
         old = [quantizer_key.Quantizer(448.0)]
+        neighbour = quantizer_key.Quantizer(1.0)
         assert cache.state(old) == (448.0,)
         records = [_record(old[0], "quantizer scale 448")]
         dead_id = id(old[0])
@@ -118,6 +123,7 @@ def test_reuse_is_forced_on_a_heap_full_of_cyclic_garbage():
         cache = result_cache.BuggyResultCache()
         with quiet_allocator():
             old = result_cache.Artifact("weights-v1")
+            neighbour = result_cache.Artifact("weights-v0")
             cache.digest(old)
             dead_id = id(old)
             slots = probe_slots()
