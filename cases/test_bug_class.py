@@ -33,29 +33,34 @@ def _dead(records) -> dict[int, str]:
     return {r.ident: r.desc for r in records if not r.alive()}
 
 
-def _same_address(cls, dead_id, make, slots):
-    """An object of ``cls`` at ``dead_id``, from allocating with ``make`` (see :func:`land_on`)."""
+def _replaced(box: list, desc: str, make):
+    """Kill the one object in ``box`` (its only reference); return a weak record of it and an
+    object born at its address, from allocating with ``make`` until one lands on its block.
+
+    The record and the probe list are made before the free (:func:`probe_slots`), so neither
+    can take the block.
+    """
+    record = _record(box[0], desc)
+    dead_id, cls_name = id(box[0]), type(box[0]).__name__
+    slots = probe_slots()
+    box.clear()
     new = land_on(dead_id, make, slots)
     if new is None:
-        pytest.fail(f"no {cls.__name__} landed on the dead object's address in {len(slots)} "
+        pytest.fail(f"no {cls_name} landed on the dead object's address in {len(slots)} "
                     "allocations: something else took its block and kept it. Re-run this test "
                     "alone to see whether an earlier test leaves a thread allocating.")
-    return new
+    return record, new
 
 
 @pytest.mark.parametrize("form", ["buggy", "fixed"])
 def test_mesh_coordinates_after_a_submesh_dies(form):
     cache = (mesh_cache.BuggyCoordinateCache if form == "buggy" else mesh_cache.FixedCoordinateCache)()
     with quiet_allocator():
-        sub = mesh_cache.Mesh((2, 2), rank=3)
+        sub = [mesh_cache.Mesh((2, 2), rank=3)]
         neighbour = mesh_cache.Mesh((2, 2), rank=0)
-        assert cache.coordinates(sub) == (1, 1)
-        records = [_record(sub, "submesh (2, 2) rank 3")]
-        dead_id = id(sub)
-        slots = probe_slots()
-        del sub
-        new = _same_address(mesh_cache.Mesh, dead_id, lambda: mesh_cache.Mesh((4,), rank=1), slots)
-    findings = stale_ids(cache.registries(), _dead(records))
+        assert cache.coordinates(sub[0]) == (1, 1)
+        record, new = _replaced(sub, "submesh (2, 2) rank 3", lambda: mesh_cache.Mesh((4,), rank=1))
+    findings = stale_ids(cache.registries(), _dead([record]))
     answer = cache.coordinates(new)
     if form == "buggy":
         assert findings, "hygiene must flag the dead submesh's id"
@@ -69,15 +74,11 @@ def test_mesh_coordinates_after_a_submesh_dies(form):
 def test_result_cache_false_hit_after_collection(form):
     cache = (result_cache.BuggyResultCache if form == "buggy" else result_cache.FixedResultCache)()
     with quiet_allocator():
-        old = result_cache.Artifact("weights-v1")
+        old = [result_cache.Artifact("weights-v1")]
         neighbour = result_cache.Artifact("weights-v0")
-        assert cache.digest(old) == "digest(weights-v1)"
-        records = [_record(old, "artifact weights-v1")]
-        dead_id = id(old)
-        slots = probe_slots()
-        del old
-        new = _same_address(result_cache.Artifact, dead_id, lambda: result_cache.Artifact("weights-v2"), slots)
-    findings = stale_ids(cache.registries(), _dead(records))
+        assert cache.digest(old[0]) == "digest(weights-v1)"
+        record, new = _replaced(old, "artifact weights-v1", lambda: result_cache.Artifact("weights-v2"))
+    findings = stale_ids(cache.registries(), _dead([record]))
     answer = cache.digest(new)
     if form == "buggy":
         assert findings and answer == "digest(weights-v1)", (findings, answer)
@@ -92,12 +93,8 @@ def test_recipe_state_keyed_by_replaced_quantizers(form):
         old = [quantizer_key.Quantizer(448.0)]
         neighbour = quantizer_key.Quantizer(1.0)
         assert cache.state(old) == (448.0,)
-        records = [_record(old[0], "quantizer scale 448")]
-        dead_id = id(old[0])
-        slots = probe_slots()
-        old.clear()
-        new = _same_address(quantizer_key.Quantizer, dead_id, lambda: quantizer_key.Quantizer(57344.0), slots)
-    findings = stale_ids(cache.registries(), _dead(records))
+        record, new = _replaced(old, "quantizer scale 448", lambda: quantizer_key.Quantizer(57344.0))
+    findings = stale_ids(cache.registries(), _dead([record]))
     answer = cache.state([new])
     if form == "buggy":
         assert findings and answer == (448.0,), (findings, answer)
@@ -122,13 +119,10 @@ def test_reuse_is_forced_on_a_heap_full_of_cyclic_garbage():
         del c
         cache = result_cache.BuggyResultCache()
         with quiet_allocator():
-            old = result_cache.Artifact("weights-v1")
+            old = [result_cache.Artifact("weights-v1")]
             neighbour = result_cache.Artifact("weights-v0")
-            cache.digest(old)
-            dead_id = id(old)
-            slots = probe_slots()
-            del old
-            new = _same_address(result_cache.Artifact, dead_id, lambda: result_cache.Artifact("weights-v2"), slots)
+            cache.digest(old[0])
+            _record_of_old, new = _replaced(old, "artifact weights-v1", lambda: result_cache.Artifact("weights-v2"))
     finally:
         gc.enable()
     assert cache.digest(new) == "digest(weights-v1)"
