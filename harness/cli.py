@@ -29,6 +29,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", default=None, help="select cases: a name, substring, glob or keyword expression")
     p.add_argument("--case-file", default=None, help="JSON file with case specs instead of the built-in cases")
     p.add_argument("--deadline", type=float, default=10.0, help="seconds per collective or buffer wait")
+    p.add_argument("--ub-link-gbps", type=float, default=None,
+                   help="model the Userbuffers link at this many GB/s: a chunk reaches its peer no earlier than "
+                        "a link of that bandwidth would deliver it (default: as fast as the copy)")
     p.add_argument("--strict", action="store_true", help="retention findings fail the run")
     p.add_argument("--no-isolation", action="store_true", help="skip the isolated re-run of each case")
     p.add_argument("--reset-between-cases", action="store_true", help="call the stack's reset() before each case")
@@ -62,6 +65,17 @@ def build_config(args):
                          "mpirun from a plain shell (not inside torchrun/mpirun, not inproc)")
     if args.faults and args.case_file:
         raise UsageError("--faults and --case-file both choose the cases: give one of them")
+    from harness.comm.link import ENV_LINK_GBPS, LinkModel
+
+    if args.ub_link_gbps is not None:
+        import math
+
+        if not (math.isfinite(args.ub_link_gbps) and args.ub_link_gbps > 0):
+            raise UsageError(f"--ub-link-gbps {args.ub_link_gbps}: expected a positive number of GB/s, e.g. 0.5")
+        # Every rank's stack reads it from its environment (spawned ranks inherit it; under
+        # torchrun or mpirun each rank sets it from its own arguments).
+        os.environ[ENV_LINK_GBPS] = repr(args.ub_link_gbps)
+    LinkModel.from_env()      # a bad HARNESS_UB_LINK_GBPS is refused here, before any rank starts
     options = RunOptions(run_seed=args.seed, reuse=ReusePolicy.parse(args.reuse), strict=args.strict,
                          deadline_s=args.deadline, reset_between_cases=args.reset_between_cases)
     cfg = RunConfig(sut=args.sut, sut_options={"inject": args.inject} if args.inject else {}, launcher=launcher,

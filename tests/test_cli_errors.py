@@ -132,6 +132,9 @@ def invocations(paths) -> dict:
         "sut-te": (["--sut", "te"], {}, te_expect),
         "world-size-not-a-number": (["--world-size", "two"], {}, "--world-size: invalid int value: 'two'"),
         "unknown-option": (["--frobnicate"], {}, "unrecognized arguments: --frobnicate"),
+        "ub-link-0": (["--ub-link-gbps", "0"], {}, "--ub-link-gbps 0.0: expected a positive number of GB/s"),
+        "ub-link-nan": (["--ub-link-gbps", "nan"], {}, "--ub-link-gbps nan: expected a positive number of GB/s"),
+        "ub-link-env-bad": ([], {"HARNESS_UB_LINK_GBPS": "fast"}, "HARNESS_UB_LINK_GBPS='fast': expected a number"),
     }
 
 
@@ -182,7 +185,7 @@ NAMES = ["unknown-stack", "sut-not-importable", "sut-no-attribute", "world-size-
          "case-file-invalid-json", "case-file-unknown-field", "case-file-unknown-recipe-field",
          "case-file-empty-list", "case-file-bad-lr", "case-file-non-bool-flag", "json-folder-missing",
          "inproc-world-size-2", "mpirun-not-on-path", "reuse-bogus", "sut-te", "world-size-not-a-number",
-         "unknown-option"]
+         "unknown-option", "ub-link-0", "ub-link-nan", "ub-link-env-bad"]
 
 
 def check_one_line_error(status: int, stdout: str, stderr: str, expect: str | None) -> None:

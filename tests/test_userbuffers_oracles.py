@@ -38,3 +38,16 @@ def test_buggy_stack_with_asymmetric_reuse_leaves_userbuffers_counters_out_of_st
     # The report names the communicator, the operation, the chunk and both ranks.
     assert "userbuffers 'qkv' ring all-gather: rank 1 waiting for chunk 0 from rank 0" in case.detail, case.detail
     assert "hygiene" in case.oracles
+
+
+def test_a_modelled_link_reaches_every_rank_and_leaves_results_bitwise(monkeypatch):
+    """``HARNESS_UB_LINK_GBPS`` is read by each rank's communicators: a slow link (50 kB/s, so
+    a chunk of these cases is in flight for milliseconds) changes when chunks arrive, never
+    what the consumers compute; a value the ranks cannot read fails the case, naming it."""
+    monkeypatch.setenv("HARNESS_UB_LINK_GBPS", "0.00005")
+    report = _run("emulated-patched", "natural", ["userbuffers/column", "userbuffers/row"], deadline=10.0)
+    assert [c.outcome for c in report.cases] == ["passed", "passed"], [c.detail for c in report.cases]
+    monkeypatch.setenv("HARNESS_UB_LINK_GBPS", "fast")
+    report = _run("emulated-patched", "natural", ["userbuffers/column"], deadline=10.0)
+    case = report.cases[0]
+    assert case.outcome != "passed" and "HARNESS_UB_LINK_GBPS='fast'" in case.detail, case.detail

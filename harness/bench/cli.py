@@ -8,7 +8,7 @@ target was missed), 2 on bad input or an environment that cannot run it.
 
 Figures (see docs/performance.md for what each measures and why):
 amortization, overhead, time_to_red (+ time_to_red_from_ready), stress_throughput, oracle_cost,
-rss_slope (harness_own, emulated_patched), overlap.
+rss_slope (harness_own, emulated_patched), overlap (+ overlap_unmodelled_link).
 """
 
 from __future__ import annotations
@@ -186,8 +186,8 @@ def run_bench(chosen: list[str], knobs: dict, args, argv: list[str]) -> list:
                 from harness.bench.memory import memory_figures
                 new = memory_figures(bare, knobs["rss_cases"], knobs["rss_models"], log=log)
             else:
-                from harness.bench.overlap import overlap_figure
-                new = [overlap_figure(knobs["overlap_repeats"], knobs["overlap_shape"], log=log)]
+                from harness.bench.overlap import overlap_figures
+                new = overlap_figures(knobs["overlap_repeats"], knobs["overlap_shape"], log=log)
             log(f"  ({time.monotonic() - t0:.1f} s)")
             done(new)
     finally:

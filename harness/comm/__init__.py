@@ -11,6 +11,7 @@ Modules, one concept each:
 
 * :mod:`~harness.comm.segments` -- ``/dev/shm`` segments, run prefixes, clean-up
 * :mod:`~harness.comm.flags` -- counters and deadline-bounded waits
+* :mod:`~harness.comm.link` -- :class:`LinkModel`, how long a transfer to a peer is in flight
 * :mod:`~harness.comm.communicator` -- :class:`Communicator`, set-up through a store, the
   live registry (:func:`get_ub`, :func:`destroy_ub`)
 * :mod:`~harness.comm.integrity` -- chunk headers, checksums, :class:`BufferIntegrityError`

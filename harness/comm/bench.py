@@ -20,13 +20,18 @@ the figures as JSON.
 What to expect on a small CPU machine. The overlap can only hide the shorter phase, and
 here the GEMM side is by far the longer: per FP8 byte moved, each consumer decodes it to
 float32 (a table gather, about 1 ns per element on a 2-core EPYC VM) and multiplies it,
-while copying it through shared memory costs 0.1 to 0.2 ns. At world size 2 (the
-producer's copy into its slot, then one hop) the all-gather comes to roughly 10 to 20 %
-of the GEMM, which bounds the ratio from below at about 0.85 to 0.9 even with perfect
-overlap. With two ranks on two cores there are four busy threads for two cores, so the
-communication threads also take CPU time from the GEMMs; what overlap remains comes from
-running a memory-bound copy beside computation. Timings on a shared machine vary a lot
-from run to run: look at ``samples`` before trusting a single ratio.
+while copying it through shared memory costs 0.1 to 0.2 ns. With two ranks on two cores
+there are four busy threads for two cores, so the copy takes its CPU time from the GEMMs and
+the ratio stays near 1 however the work is ordered.
+
+``link`` (:class:`~harness.comm.link.LinkModel`) models the transfer as a GPU does it: the
+bytes are still copied, but the counter that releases them to the consumer is held until a
+link of the given bandwidth would have delivered them, and the communication thread idles
+meanwhile, as a copy engine leaves the SMs alone. Then the all-gather alone takes the link's
+time, and the ratio shows whether the GEMM really proceeds while a chunk is in flight: a
+GEMM that waited for the whole gather before starting would score 1 with or without the
+model. ``--link-gbps`` sets it here; the default is the unmodelled link. Timings on a
+shared machine vary a lot from run to run: look at ``samples`` before trusting one ratio.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import statistics
 import tempfile
 import time
 
+from harness.comm.link import LinkModel
 from harness.comm.segments import new_prefix, unlink_prefix
 from harness.comm.spawn import RankGroup, raise_on_failure, run_ranks
 from harness.errors import UsageError
@@ -64,6 +70,7 @@ class OverlapTiming:
     ratio: float
     hidden: float
     samples: dict
+    link: dict = dataclasses.field(default_factory=lambda: LinkModel().to_json())
 
     def summary(self) -> str:
         gain = (f"{self.hidden * 100:.0f}% of the shorter phase hidden" if self.hidden >= 0 else
@@ -71,14 +78,14 @@ class OverlapTiming:
         return (f"world {self.world_size}, m={self.m} k={self.k} n={self.n} ({self.m // self.world_size * self.k} "
                 f"FP8 bytes per chunk): all-gather {self.allgather_s * 1e3:.1f} ms, GEMM {self.gemm_s * 1e3:.1f} ms, "
                 f"overlapped {self.overlapped_s * 1e3:.1f} ms; ratio {self.ratio:.3f}, {gain} "
-                f"(medians of {self.repeats})")
+                f"(medians of {self.repeats}; {LinkModel(**self.link).describe()})")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
 def _overlap_rank(rank: int, world_size: int, *, store_path: str, prefix: str, m_local: int, k: int, n: int,
-                  repeats: int, fmt: str, deadline_s: float, barrier) -> dict:
+                  repeats: int, fmt: str, deadline_s: float, barrier, link: dict | None = None) -> dict:
     """One rank of :func:`measure_overlap` (runs in a spawned process)."""
     import torch
     from torch.distributed import FileStore
@@ -99,7 +106,7 @@ def _overlap_rank(rank: int, world_size: int, *, store_path: str, prefix: str, m
     gemm_out = torch.empty_like(out)
     store = FileStore(store_path, -1)
     comm = Communicator("qkv", rank, world_size, world_size * (-(-m_local * k // 64) * 64), store, prefix,
-                        deadline_s, method=OverlapMethod.RING_EXCHANGE)
+                        deadline_s, method=OverlapMethod.RING_EXCHANGE, link=LinkModel(**(link or {})))
     try:
         def allgather_only():
             # exactly the communication thread's work in ring_allgather_gemm, on this thread
@@ -150,6 +157,7 @@ def measure_overlap(
     deadline_s: float = 60.0,
     timeout_s: float | None = None,
     group: RankGroup | None = None,
+    link: LinkModel | None = None,
 ) -> OverlapTiming:
     """Time all-gather alone, GEMM alone and the overlapped all-gather + GEMM.
 
@@ -158,8 +166,10 @@ def measure_overlap(
     ``m / world_size * k`` bytes. Ranks run in spawned processes with one torch thread.
     ``group`` runs the ranks on an existing :class:`~harness.comm.spawn.RankGroup` of
     ``world_size`` ranks (one torch thread each) instead of fresh processes. Everything the
-    run creates in ``/dev/shm`` is removed afterwards, whatever happened.
+    run creates in ``/dev/shm`` is removed afterwards, whatever happened. ``link`` models the
+    transfer time between ranks (default: unmodelled, a transfer takes as long as its copy).
     """
+    link = link if link is not None else LinkModel()
     if world_size < 1 or m % world_size or min(m, k, n, repeats) < 1:
         raise UsageError(f"measure_overlap: need world_size >= 1, m divisible by world_size and positive "
                          f"k, n, repeats; got world_size={world_size} m={m} k={k} n={n} repeats={repeats}")
@@ -167,7 +177,7 @@ def measure_overlap(
     tmp = tempfile.mkdtemp(prefix="fp8h-bench-")
     try:
         kwargs = dict(store_path=os.path.join(tmp, "store"), prefix=prefix, m_local=m // world_size, k=k, n=n,
-                      repeats=repeats, fmt=fmt, deadline_s=deadline_s)
+                      repeats=repeats, fmt=fmt, deadline_s=deadline_s, link=link.to_json())
         limit = timeout_s if timeout_s is not None else 120.0 + 10.0 * repeats
         if group is None:
             outcomes = run_ranks(_overlap_rank, world_size, kwargs, timeout_s=limit, threads=1, barrier=True)
@@ -191,7 +201,7 @@ def measure_overlap(
         world_size=world_size, m=m, k=k, n=n, repeats=repeats,
         allgather_s=ag, gemm_s=gemm, overlapped_s=both,
         ratio=both / (ag + gemm), hidden=(ag + gemm - both) / min(ag, gemm),
-        samples={f"rank{i}": r["times"] for i, r in enumerate(results)})
+        samples={f"rank{i}": r["times"] for i, r in enumerate(results)}, link=link.to_json())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,8 +211,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=DEFAULT_SHAPE["k"])
     parser.add_argument("--n", type=int, default=DEFAULT_SHAPE["n"])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--link-gbps", type=float, default=None,
+                        help="model the link at this many GB/s (default: unmodelled, as fast as the copy)")
     args = parser.parse_args(argv)
-    timing = measure_overlap(args.world_size, args.m, args.k, args.n, args.repeats)
+    try:
+        link = LinkModel.from_gbps(args.link_gbps)
+    except UsageError as exc:
+        parser.error(str(exc))
+    timing = measure_overlap(args.world_size, args.m, args.k, args.n, args.repeats, link=link)
     print(timing.summary())
     print(json.dumps({k: v for k, v in timing.to_dict().items() if k != "samples"}, indent=2))
     return 0

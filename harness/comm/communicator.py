@@ -43,6 +43,7 @@ import dataclasses
 import enum
 import json
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Iterable
 
@@ -51,6 +52,7 @@ import torch
 from harness.comm.decode import DecodeCache
 from harness.comm.flags import FlagRegion, check_memory_model, flag_region_bytes, wait_counter
 from harness.comm.integrity import HEADER_BYTES, ChunkHeader, IntegrityMode, clear_header
+from harness.comm.link import LinkModel
 from harness.comm.segments import PAGE, Segment, segment_name
 from harness.errors import DeadlineExceeded, HarnessError, UsageError
 
@@ -98,6 +100,7 @@ class _Config:
     world_size: int
     method: str
     integrity: str
+    link: dict
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
@@ -112,6 +115,8 @@ class Communicator:
     (a slow peer's GEMM of one operation delays the release this rank waits for before
     the next). ``method`` defaults to TE's for ``qkv``/``proj``/``fc1``/``fc2``;
     ``integrity`` is ``cheap`` (default), ``full`` or ``off`` (:mod:`harness.comm.integrity`).
+    ``link`` models the time a transfer into a peer's buffer is in flight
+    (:mod:`harness.comm.link`; default: unmodelled, a transfer takes as long as its copy).
     """
 
     def __init__(
@@ -127,6 +132,7 @@ class Communicator:
         method: OverlapMethod | str | None = None,
         integrity: IntegrityMode | str = IntegrityMode.CHEAP,
         setup_timeout_s: float | None = None,
+        link: LinkModel | None = None,
     ):
         check_memory_model()
         segment_name(prefix, name, 0, "data")          # validates prefix and name up front
@@ -152,10 +158,13 @@ class Communicator:
         self.deadline_s = float(deadline_s)
         self.method = OverlapMethod.parse(method)
         self.integrity = IntegrityMode.parse(integrity)
+        self.link = link if link is not None else LinkModel()
+        if not isinstance(self.link, LinkModel):
+            raise UsageError(f"communicator {name!r}: link must be a LinkModel, got {link!r}")
         self.slot_capacity = (nbytes // world_size) // SLOT_ALIGN * SLOT_ALIGN
         self.header_area = max(PAGE, -(-world_size * HEADER_BYTES // PAGE) * PAGE)
         self.ncounters = world_size * world_size + world_size
-        self._config = _Config(nbytes, world_size, self.method.value, self.integrity.value)
+        self._config = _Config(nbytes, world_size, self.method.value, self.integrity.value, self.link.to_json())
         self._seq = 0
         self._sent: dict[tuple[int, int], int] = {}
         self._recv: dict[tuple[int, int], int] = {}
@@ -248,7 +257,7 @@ class Communicator:
 
     def describe(self) -> str:
         return (f"userbuffers {self.name!r} (rank {self.rank} of {self.world_size}, {self.method.value}, "
-                f"{self.nbytes} bytes, integrity {self.integrity.value})")
+                f"{self.nbytes} bytes, integrity {self.integrity.value}, {self.link.describe()})")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"op #{self._seq}"
@@ -350,10 +359,12 @@ class Communicator:
         """Copy header and ``nbytes`` of ``slot`` from this rank's buffer into ``dst``'s, then
         bump ``dst``'s ``data[rank][slot]`` counter (data first, counter second)."""
         self.wait_release(dst, op, cancel)
+        started = time.perf_counter()
         src_buf, dst_buf = self.data[self.rank], self.data[dst]
         h = self.header_offset(slot)
         dst_buf.view(h, HEADER_BYTES).copy_(src_buf.view(h, HEADER_BYTES))
         self.slot(dst, slot, nbytes).copy_(self.slot(self.rank, slot, nbytes))
+        self.link.hold(started, HEADER_BYTES + nbytes, cancel)
         self.signal(dst, slot)
 
     def signal(self, dst: int, slot: int) -> None:
@@ -421,6 +432,7 @@ def initialize_ub(
     deadline_s: float = 30.0,
     methods: dict[str, OverlapMethod | str] | None = None,
     integrity: IntegrityMode | str = IntegrityMode.CHEAP,
+    link: LinkModel | None = None,
 ) -> dict[str, Communicator]:
     """Create the named communicators (TE's ``qkv``, ``proj``, ``fc1``, ``fc2`` by default).
 
@@ -433,7 +445,7 @@ def initialize_ub(
         for name, method in methods.items():
             size = nbytes[name] if isinstance(nbytes, dict) else nbytes
             created[name] = Communicator(name, rank, world_size, size, store, prefix, deadline_s,
-                                         method=method, integrity=integrity)
+                                         method=method, integrity=integrity, link=link)
     except BaseException:
         for comm in created.values():
             comm.close()

@@ -29,11 +29,12 @@ import contextlib
 import dataclasses
 import queue
 import threading
+import time
 
 import torch
 
 from harness.comm.communicator import Communicator, OverlapMethod
-from harness.comm.integrity import ChunkHeader, IntegrityMode, make_header, verify_chunk
+from harness.comm.integrity import HEADER_BYTES, ChunkHeader, IntegrityMode, make_header, verify_chunk
 from harness.comm.flags import WaitCancelled
 from harness.errors import DeadlineExceeded, HarnessError, UsageError
 from harness.fp8.cast import cast_to_fp8
@@ -393,9 +394,11 @@ def _put_tensor(comm: Communicator, dst: int, slot: int, data: torch.Tensor, hea
                 op: str, cancel: threading.Event | None) -> None:
     """Write ``data`` (uint8) and its header into ``dst``'s ``slot``, then bump the counter."""
     comm.wait_release(dst, op, cancel)
+    started = time.perf_counter()
     if header is not None:
         header.pack_into(comm.data[dst].buffer(), comm.header_offset(slot))
     comm.slot(dst, slot, data.numel()).copy_(data)
+    comm.link.hold(started, HEADER_BYTES + data.numel(), cancel)
     comm.signal(dst, slot)
 
 

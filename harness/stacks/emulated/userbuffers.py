@@ -4,7 +4,8 @@ Created on the first tensor-parallel model and kept for the whole launch, across
 cases (this sharing is what made TE's Userbuffers test fragile), one per name: ``qkv`` (ring
 all-gather + GEMM, column-parallel forward), ``proj`` (GEMM + pipelined reduce-scatter,
 column-parallel dgrad), ``fc1`` (ring, row-parallel dgrad), ``fc2`` (pipeline, row-parallel
-forward). Destroyed by the stack's ``reset()`` and at process exit. Segment names start with
+forward). Destroyed by the stack's ``reset()`` and at process exit. The link between ranks is
+unmodelled unless ``HARNESS_UB_LINK_GBPS`` gives it a bandwidth (:mod:`harness.comm.link`). Segment names start with
 the controller's prefix (``HARNESS_SHM_PREFIX``), so what a killed rank leaves is swept.
 """
 
@@ -22,6 +23,7 @@ _STATE: dict = {"comms": None, "group": None, "created": 0}
 
 def communicators(group, deadline_s: float) -> dict:
     from harness.comm import initialize_ub
+    from harness.comm.link import LinkModel
     from harness.comm.segments import new_prefix
 
     ranks = tuple(dist.get_process_group_ranks(group))
@@ -43,7 +45,7 @@ def communicators(group, deadline_s: float) -> dict:
         store.set(key, f"{base}-ub{secrets.token_hex(3)}" if base else new_prefix())
     prefix = store.get(key).decode()
     _STATE["comms"] = initialize_ub(dist.get_rank(group), len(ranks), store, prefix, BUFFER_BYTES,
-                                    deadline_s=deadline_s)
+                                    deadline_s=deadline_s, link=LinkModel.from_env())
     _STATE["group"] = current
     return _STATE["comms"]
 
