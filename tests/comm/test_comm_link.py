@@ -12,6 +12,7 @@ import torch
 from torch.distributed import HashStore
 
 from harness.comm import Communicator, gemm_reduce_scatter, ring_allgather_gemm_hp
+from harness.comm import overlap as ub_overlap
 from harness.comm.link import ENV_LINK_GBPS, LinkModel
 from harness.comm.reference import reference_ring_allgather_gemm
 from harness.errors import UsageError
@@ -84,6 +85,34 @@ def test_a_chunk_arrives_no_earlier_than_the_link_delivers_it(shm_prefix):
         assert took >= 0.4, f"rank {rank} finished in {took:.3f} s, before its peer's chunk could arrive"
         ref = reference_ring_allgather_gemm(chunks, torch.ones(()) / scale, E4M3, weights[rank])
         assert bits_equal(out_slow, ref) and bits_equal(out_plain, ref), rank
+
+
+def test_the_gemm_runs_while_the_peer_chunk_is_in_flight(shm_prefix, monkeypatch):
+    """What the overlap figure relies on: with the peer's chunk in flight for 0.4 s, each rank
+    multiplies its own chunk before the peer's arrives, not after (a ring that waited for the
+    whole gather before its first GEMM would log the arrival first)."""
+    log, lock = [], threading.Lock()
+    gemm_chunk, wait_data = ub_overlap._Ring.gemm_chunk, Communicator.wait_data
+
+    def logged_gemm(ring, chunk, weight, out):
+        with lock:
+            log.append((ring.rank, "gemm", chunk))
+        return gemm_chunk(ring, chunk, weight, out)
+
+    def logged_wait(comm, src, slot, op, chunk, cancel=None):
+        wait_data(comm, src, slot, op, chunk, cancel)
+        with lock:
+            log.append((comm.rank, "arrived", chunk))
+
+    monkeypatch.setattr(ub_overlap._Ring, "gemm_chunk", logged_gemm)
+    monkeypatch.setattr(Communicator, "wait_data", logged_wait)
+    data = [torch.randn(32, 64, generator=torch.Generator().manual_seed(r)) for r in range(2)]
+    weights = [torch.randn(8, 64, generator=torch.Generator().manual_seed(10 + r)) for r in range(2)]
+    _ring(shm_prefix, LinkModel(latency_s=0.4), data, weights, torch.tensor(16.0))
+    for rank in range(2):
+        mine = [(what, chunk) for r, what, chunk in log if r == rank]
+        peer = 1 - rank
+        assert mine.index(("gemm", rank)) < mine.index(("arrived", peer)) < mine.index(("gemm", peer)), mine
 
 
 def test_pipelined_reduce_scatter_is_held_by_the_link_too(shm_prefix):
