@@ -51,3 +51,12 @@ def test_a_modelled_link_reaches_every_rank_and_leaves_results_bitwise(monkeypat
     report = _run("emulated-patched", "natural", ["userbuffers/column"], deadline=10.0)
     case = report.cases[0]
     assert case.outcome != "passed" and "HARNESS_UB_LINK_GBPS='fast'" in case.detail, case.detail
+
+
+def test_the_reproducer_fails_the_same_way_on_a_modelled_link_and_its_repro_names_the_link(monkeypatch):
+    monkeypatch.setenv("HARNESS_UB_LINK_GBPS", "0.001")
+    report = _run("emulated-buggy", "asymmetric", ["userbuffers/column"])
+    case = report.cases[0]
+    assert case.outcome == "failed" and case.oracle == "liveness", case.detail
+    assert "userbuffers 'qkv' ring all-gather: rank 1 waiting for chunk 0 from rank 0" in case.detail, case.detail
+    assert "--ub-link-gbps 0.001" in case.repro, case.repro

@@ -42,6 +42,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         link = LinkModel.from_gbps(args.link_gbps)
     except UsageError as exc:
-        parser.error(str(exc))
+        print(f"error: --link-gbps: {exc}", file=sys.stderr)
+        return 2
     timing = measure_overlap(args.world_size, args.m, args.k, args.n, args.repeats, link=link)
     print(timing.summary())
     print(json.dumps({k: v for k, v in timing.to_dict().items() if k != "samples"}, indent=2))

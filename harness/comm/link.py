@@ -21,7 +21,8 @@ the hold only delays when a counter is bumped, never replaces one.
 copy. That is the default everywhere; ``HARNESS_UB_LINK_GBPS`` (read by the emulated stacks'
 communicators) and ``python -m harness run --ub-link-gbps`` set a bandwidth, which slows every
 chunk's arrival relative to the GEMMs and so changes which interleavings of producer and
-consumer a run explores, as a slower interconnect would.
+consumer a run explores, as a slower interconnect would; a failure's repro command then carries
+``--ub-link-gbps`` too.
 """
 
 from __future__ import annotations
@@ -53,7 +54,11 @@ class LinkModel:
     @classmethod
     def from_gbps(cls, gbps: float | None, latency_s: float = 0.0) -> "LinkModel":
         """``gbps`` in gigabytes (10**9 bytes) per second; ``None`` or 0 for the unmodelled link."""
-        return cls(None if not gbps else float(gbps) * 1e9, latency_s)
+        if not gbps:
+            return cls(None, latency_s)
+        if not (math.isfinite(gbps) and gbps > 0):
+            raise UsageError(f"link bandwidth must be a positive number of GB/s, got {gbps!r}")
+        return cls(float(gbps) * 1e9, latency_s)
 
     @classmethod
     def from_env(cls) -> "LinkModel":

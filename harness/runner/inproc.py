@@ -7,6 +7,8 @@ child of a pristine zygote, and the two results must agree.
 
 from __future__ import annotations
 
+import os
+
 from harness.case.spec import CaseSpec
 from harness.oracles.findings import Failure
 from harness.oracles.isolation import compare_runs
@@ -30,6 +32,12 @@ def repro_for(cfg: RunConfig, case: CaseSpec, previous: CaseSpec | None = None, 
         extra += ["--deadline", f"{cfg.options.deadline_s:g}"]
     if cfg.options.strict:
         extra += ["--strict"]
+    from harness.comm.link import ENV_LINK_GBPS
+
+    link = os.environ.get(ENV_LINK_GBPS, "").strip()
+    if link:
+        # the modelled Userbuffers link changes when chunks arrive: part of what reproduces a failure
+        extra += ["--ub-link-gbps", link]
     names = case.name
     if previous is not None and any(f.oracle == "isolation" for f in failures):
         names = f"{previous.name},{case.name}"

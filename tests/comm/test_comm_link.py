@@ -37,6 +37,11 @@ def test_bad_link_parameters_are_refused(kwargs):
         LinkModel(**kwargs)
 
 
+def test_bad_bandwidth_in_gb_per_s_is_refused_in_those_units():
+    with pytest.raises(UsageError, match="positive number of GB/s, got -1"):
+        LinkModel.from_gbps(-1)
+
+
 def test_link_from_the_environment(monkeypatch):
     monkeypatch.delenv(ENV_LINK_GBPS, raising=False)
     assert LinkModel.from_env() == LinkModel()
