@@ -65,13 +65,10 @@ def build_config(args):
                          "mpirun from a plain shell (not inside torchrun/mpirun, not inproc)")
     if args.faults and args.case_file:
         raise UsageError("--faults and --case-file both choose the cases: give one of them")
-    from harness.comm.link import ENV_LINK_GBPS, LinkModel
+    from harness.comm.link import ENV_LINK_GBPS, LinkModel, positive_gbps
 
     if args.ub_link_gbps is not None:
-        import math
-
-        if not (math.isfinite(args.ub_link_gbps) and args.ub_link_gbps > 0):
-            raise UsageError(f"--ub-link-gbps {args.ub_link_gbps}: expected a positive number of GB/s, e.g. 0.5")
+        positive_gbps(args.ub_link_gbps, f"--ub-link-gbps {args.ub_link_gbps}")
         # Every rank's stack reads it from its environment (spawned ranks inherit it; under
         # torchrun or mpirun each rank sets it from its own arguments).
         os.environ[ENV_LINK_GBPS] = repr(args.ub_link_gbps)

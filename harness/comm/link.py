@@ -38,6 +38,17 @@ from harness.errors import UsageError
 ENV_LINK_GBPS = "HARNESS_UB_LINK_GBPS"
 
 
+def positive_gbps(gbps: float, given_as: str) -> float:
+    """``gbps`` if it is a finite number above 0, else a UsageError naming ``given_as``.
+
+    For settings where 0 is a mistake (an option or variable that asks for a modelled link),
+    not the unmodelled link it means to :meth:`LinkModel.from_gbps`.
+    """
+    if not (math.isfinite(gbps) and gbps > 0):
+        raise UsageError(f"{given_as}: expected a positive number of GB/s, e.g. 0.5")
+    return gbps
+
+
 @dataclasses.dataclass(frozen=True)
 class LinkModel:
     """A point-to-point link of ``bytes_per_s`` (``None``: as fast as the copy) and ``latency_s``."""
@@ -70,9 +81,7 @@ class LinkModel:
             gbps = float(text)
         except ValueError:
             raise UsageError(f"{ENV_LINK_GBPS}={text!r}: expected a number of GB/s, e.g. 0.5") from None
-        if not (math.isfinite(gbps) and gbps > 0):
-            raise UsageError(f"{ENV_LINK_GBPS}={text!r}: expected a positive number of GB/s")
-        return cls.from_gbps(gbps)
+        return cls.from_gbps(positive_gbps(gbps, f"{ENV_LINK_GBPS}={text!r}"))
 
     @property
     def modelled(self) -> bool:
