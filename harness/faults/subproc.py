@@ -53,6 +53,14 @@ class HarnessRun:
                 return line
         return None
 
+    def next_line_starting(self, prefix: str) -> str | None:
+        """Block until the run prints a line starting with ``prefix``; None once its output ends."""
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith(prefix):
+                return line
+        return None
+
     def finish(self, timeout: float = 300) -> int:
         try:
             rest, _ = self.proc.communicate(timeout=timeout)

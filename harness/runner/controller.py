@@ -549,6 +549,9 @@ def run_controlled(cfg: RunConfig, on_case=None) -> RunReport:
         report.run_all(session, cfg.cases, on_case)
     except Interrupted as exc:
         report.interrupted = f"controller received {exc.args[0]}"
+        # Said before the clean-up starts; from here on a further signal is noted and ignored.
+        print(f"{exc.args[0]} received: stopping the ranks, then writing the reports "
+              "(a further signal is ignored until they are written)", flush=True)
     except HarnessError as exc:
         # e.g. a replacement group that cannot start: the reports keep every finished case and say why
         report.interrupted = f"the run stopped: {exc}"
