@@ -4,6 +4,6 @@ See :mod:`harness.idreuse.morgue` (forcing) and :mod:`harness.idreuse.tracker` (
 the object records the hygiene oracle uses).
 """
 
-from harness.idreuse.morgue import MORGUE, ReusePolicy, reuse_point
+from harness.idreuse.morgue import MORGUE, ReusePolicy, reuse_alloc, reuse_point
 
-__all__ = ["MORGUE", "ReusePolicy", "reuse_point"]
+__all__ = ["MORGUE", "ReusePolicy", "reuse_alloc", "reuse_point"]

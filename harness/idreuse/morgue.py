@@ -18,6 +18,17 @@ on purpose:
    one again, and returns; the stack's very next allocation of that size class (the new
    tensor) lands on the block. The throw-away objects are freed after the build.
 
+   That is :func:`reuse_point`, for a stack whose allocation happens inside code it does not
+   own (TE's quantizer allocates ``_data``). It relies on nothing else of that size class being
+   freed or allocated between the reuse point and the allocation, and now and then something is
+   (about 1 in 1,000 forced reuses measured on torchao weights in two-rank groups).
+3. A stack that makes the object itself passes its constructor to :func:`reuse_alloc` instead:
+   the morgue frees the parked object, then calls the constructor until a result lands on the
+   freed block (each miss used up a free block served ahead of it, and is kept until the build
+   ends), and returns that result. Nothing can come between, so it lands whenever the block is
+   free. Every release that did not end up as one of the new model's targets is counted
+   (``reuse_misses`` in the report), whichever way it was forced.
+
 On ranks that do not force reuse, parked objects stay in quarantine for the rest of the
 process, so their ids cannot come back at all. That is what makes asymmetric reuse
 deterministic: one rank reuses every id, the other none.
@@ -81,6 +92,7 @@ class Morgue:
     """Per-process holder of parked objects (see the module docstring)."""
 
     STEER_LIMIT = 200_000
+    ALLOC_LIMIT = 50_000    # real objects, not empty tensors: fewer (at most 340 were needed here)
 
     def __init__(self):
         self._parked: collections.deque = collections.deque()
@@ -136,6 +148,26 @@ class Morgue:
             # ballast before the probe is freed: growing the ballast list may take a small block.
             self._ballast.append(make())
             del probe                # back on the head pool's free list, first in line
+
+    def allocate(self, make):
+        """``make()``, on the block of the oldest parked object when this rank forces reuse.
+
+        Calls ``make`` until a result lands on the freed block (at most :data:`ALLOC_LIMIT`
+        times; each call that lands elsewhere used up a block served ahead of it and stays alive
+        until :meth:`settle`). If it never lands (something else took the block), the last
+        result is returned all the same, and the release shows up as a miss.
+        """
+        if not (self.releasing and self._parked):
+            return make()
+        obj = self._parked.popleft()
+        target = id(obj)
+        self.released += 1
+        self.released_ids.append(target)
+        held = probe_slots(self.ALLOC_LIMIT)
+        del obj                      # the last reference: freed here
+        landed = land_on(target, make, held)
+        self._ballast.append(held)
+        return landed if landed is not None else held[-1]
 
     def settle(self) -> None:
         """After a build: whatever is still parked goes to quarantine (never freed, ids never reused)."""
@@ -245,6 +277,17 @@ def forcing_window():
         return
     with quiet_allocator():
         yield
+
+
+def reuse_alloc(make, kind: str = ""):
+    """Allocate the object a stack keys state on: ``make()``, on a dead object's address when the
+    harness forces reuse on this rank (see the module docstring, item 3).
+
+    ``make`` must allocate nothing of the result's size class that it frees again before the
+    result (a temporary tensor made first would take the block on every call). Its extra calls'
+    results are dropped when the build ends, so it must have no other effect.
+    """
+    return MORGUE.allocate(make)
 
 
 def reuse_point(kind: str = "") -> None:

@@ -36,6 +36,7 @@ class CaseReport:
     duration_s: float = 0.0
     failures: list = dataclasses.field(default_factory=list)
     artifacts: dict = dataclasses.field(default_factory=dict)
+    reuse_misses: int = 0        # forced reuses that did not land (see harness.idreuse.morgue)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -44,12 +45,13 @@ class CaseReport:
 
 
 def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str, warnings=(),
-            steps_compared=0, models_built=0, digest="", duration_s=0.0, artifacts=None) -> CaseReport:
+            steps_compared=0, models_built=0, digest="", duration_s=0.0, artifacts=None,
+            reuse_misses=0) -> CaseReport:
     failures = list(failures)
     if not failures:
         return CaseReport(name, "passed", reuse_events=reuse_events, repro=repro, warnings=list(warnings),
                           steps_compared=steps_compared, models_built=models_built, digest=digest,
-                          duration_s=duration_s, artifacts=artifacts or {})
+                          duration_s=duration_s, artifacts=artifacts or {}, reuse_misses=reuse_misses)
     oracles = sorted({f.oracle for f in failures}, key=lambda o: PRECEDENCE.index(o) if o in PRECEDENCE else 99)
     primary = oracles[0]
     outcome = "error" if primary == "error" else "failed"
@@ -60,7 +62,7 @@ def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str
     if len(ordered) > 12:
         detail += f"\n... and {len(ordered) - 12} more findings"
     return CaseReport(name, outcome, primary, oracles, ranks, reuse_events, detail, repro, list(warnings),
-                      steps_compared, models_built, digest, duration_s, ordered, artifacts or {})
+                      steps_compared, models_built, digest, duration_s, ordered, artifacts or {}, reuse_misses)
 
 
 @dataclasses.dataclass
@@ -100,6 +102,7 @@ class RunReport:
                 "steps_compared": sum(c.steps_compared for c in self.cases),
                 "models_built": sum(c.models_built for c in self.cases),
                 "reuse_events": sum(c.reuse_events for c in self.cases),
+                "reuse_misses": sum(c.reuse_misses for c in self.cases),
                 "retention_warnings": sum(len(c.warnings) for c in self.cases),
             },
             "cases": [c.to_dict() for c in self.cases],

@@ -12,6 +12,7 @@ _MARK = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", "skipped": "SKIP"
 def case_line(case) -> str:
     extra = f"  [{case.oracle} on ranks {','.join(map(str, case.ranks))}]" if case.oracle else ""
     reuse = f" reuse={case.reuse_events}" if case.reuse_events else ""
+    reuse += f" reuse-missed={case.reuse_misses}" if case.reuse_misses else ""
     return f"{_MARK[case.outcome]:5} {case.name}  ({case.duration_s:.2f}s{reuse}){extra}"
 
 
@@ -32,6 +33,10 @@ def print_summary(report: RunReport, stream=None) -> None:
     if t["reuse_events"] == 0 and t["cases"]:
         print("note: no id was reused in this run, so the id-reuse oracles were not exercised; forced reuse "
               "(--reuse symmetric or asymmetric) needs at least two models built in one process", file=out)
+    if t["reuse_misses"]:
+        print(f"note: {t['reuse_misses']} forced reuse(s) did not land on the new model (reuse-missed=N above): "
+              "a failure that needs that reuse may not have happened in those cases; see harness/idreuse/morgue.py",
+              file=out)
     if t["retention_warnings"]:
         print("note: retention warnings mean registries keep dead models' state alive; --strict makes them failures",
               file=out)

@@ -97,6 +97,7 @@ class RankResult:
     warnings: list = dataclasses.field(default_factory=list)
     reuse_events: int = 0
     reuse_examples: list = dataclasses.field(default_factory=list)
+    reuse_misses: int = 0     # forced releases whose id no new reuse target took
     steps_compared: int = 0
     digest: str = ""
     meta_fingerprints: list = dataclasses.field(default_factory=list)
@@ -209,6 +210,14 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
             result.models_built += 1
             MORGUE.settle()
             targets = stack.reuse_targets(model)
+            released = MORGUE.released_ids[released_before:]
+            if released:
+                # A forced reuse is a precondition of the id-reuse failures, not taken on trust.
+                landed = {id(t) for t in targets}
+                missed = [i for i in released if i not in landed]
+                result.reuse_misses += len(missed)
+                result.reuse_examples += [f"model {m}: released id {i:#x} was not taken by a new target"
+                                          for i in missed[:2]]
             model_objs = stack.model_objects(model) if hasattr(stack, "model_objects") else ()
             tracked = walk_model(model, model_objs, targets)
             del model_objs

@@ -515,6 +515,7 @@ class CaseSession:
         res = list(outcome.results.values())
         report = verdict(
             case.name, failures, reuse_events=sum(r.reuse_events for r in res),
+            reuse_misses=sum(r.reuse_misses for r in res),
             repro=repro_for(cfg, case, self.previous, failures),
             warnings=sorted({w for r in res for w in r.warnings}),
             steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),

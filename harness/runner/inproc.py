@@ -73,7 +73,7 @@ class InprocSession:
             else:
                 failures.append(Failure("isolation", f"the isolated run failed: {answer['error']}", rank=0))
         previous, self.previous = self.previous, case
-        return verdict(case.name, failures, reuse_events=res.reuse_events,
+        return verdict(case.name, failures, reuse_events=res.reuse_events, reuse_misses=res.reuse_misses,
                        repro=repro_for(cfg, case, previous, failures),
                        warnings=res.warnings, steps_compared=res.steps_compared, models_built=res.models_built,
                        digest=res.digest, duration_s=res.duration_s)

@@ -218,6 +218,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
                 res = list(results.values())
                 report.cases.append(verdict(
                     case.name, all_failures, reuse_events=sum(r.reuse_events for r in res),
+                    reuse_misses=sum(r.reuse_misses for r in res),
                     repro=repro_for(cfg, case, previous, all_failures),
                     warnings=sorted({w for r in res for w in r.warnings}),
                     steps_compared=sum(r.steps_compared for r in res),

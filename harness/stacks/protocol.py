@@ -10,8 +10,11 @@ FP8 state; the stack owns everything else. One step, in the order the harness ca
     stack.optimizer_step(model)                         # gradient sync, SGD, FP8 weight re-cast
 
 Snapshot keys are ``"layer{i}.{role}"`` with role ``input``, ``weight`` or ``grad_output``.
-A stack that wants the harness to force id reuse calls :func:`harness.idreuse.reuse_point`
-right before it allocates each object returned by :meth:`Stack.reuse_targets`.
+A stack that wants the harness to force id reuse allocates each object returned by
+:meth:`Stack.reuse_targets` through :func:`harness.idreuse.reuse_alloc` (``reuse_alloc(lambda:
+torch.empty(shape))``), or, where a library it calls does the allocating, calls
+:func:`harness.idreuse.reuse_point` right before that allocation (see
+:mod:`harness.idreuse.morgue` for why the first is exact and the second nearly so).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.idreuse import reuse_point
+from harness.idreuse import reuse_alloc
 from harness.stacks.emulated.kernels import cast_and_amax
 
 class Float8Param:
@@ -20,8 +20,8 @@ class Float8Param:
         self.meta = meta
         self.slot = slot
         self.shape = tuple(hp_init.shape)
-        reuse_point("fp8_param_data")   # the harness may hand a dead object's address to _data here
-        self._data = torch.empty(self.shape, dtype=torch.uint8)
+        # The harness may hand a dead object's address to _data here.
+        self._data = reuse_alloc(lambda: torch.empty(self.shape, dtype=torch.uint8), "fp8_param_data")
         # The construction cast uses a dummy amax: it never enters the history.
         data, _dummy_amax = cast_and_amax(hp_init, meta.scale[slot], meta.dtype)
         self._data.copy_(data)

@@ -4,7 +4,7 @@ Building (:func:`build_model`)::
 
     nn.Sequential of nn.Linear(dims[i], dims[i+1], bias=False) on the meta device
     convert_to_float8_training(..., config=Float8LinearConfig(emulate=True) or the named recipe)
-    per layer: a fresh fp32 Parameter, allocated right after harness.idreuse.reuse_point()
+    per layer: a fresh fp32 Parameter, allocated through harness.idreuse.reuse_alloc()
                ("copy": torch.empty, then the harness's initial weight is written in through
                the weight-write path, like loading a checkpoint; "init_cast": a copy of the
                initial weight from the start, nothing written afterwards)
@@ -29,7 +29,7 @@ import torch
 from harness.stacks.data_parallel import sum_in_rank_order
 from torch import nn
 
-from harness.idreuse import reuse_point
+from harness.idreuse import reuse_alloc
 from harness.stacks.protocol import BuildContext, ModelSpec
 from harness.stacks.torchao.capture import CastRecorder, attach
 
@@ -90,8 +90,8 @@ def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), layer_s
     copy = spec.construction == "copy"
     for layer, w0 in zip(module, ctx.initial_weights):
         data = torch.empty(tuple(w0.shape), dtype=torch.float32) if copy else w0.detach().to(torch.float32).clone()
-        reuse_point("torchao_weight")     # the harness may hand a dead weight's address to the next Parameter
-        layer.weight = nn.Parameter(data)
+        # The harness may hand a dead weight's address to this Parameter.
+        layer.weight = reuse_alloc(lambda: nn.Parameter(data), "torchao_weight")
         del data
     recorder = CastRecorder()
     for index, layer in enumerate(module):
