@@ -92,7 +92,7 @@ class Morgue:
     """Per-process holder of parked objects (see the module docstring)."""
 
     STEER_LIMIT = 200_000
-    ALLOC_LIMIT = 50_000    # real objects, not empty tensors: fewer (at most 340 were needed here)
+    ALLOC_LIMIT = 50_000    # tries of reuse_alloc: each makes a real object, so fewer than probes
 
     def __init__(self):
         self._parked: collections.deque = collections.deque()
