@@ -43,10 +43,15 @@ def run_symmetric(case):
                         RunOptions(reuse=ReusePolicy.parse("symmetric")))
 
 
+def forced_releases(case) -> int:
+    """One per FP8 weight of every model after the first."""
+    return (case.models - 1) * (len(case.model.dims) - 1)
+
+
 def test_every_forced_reuse_lands_on_a_new_fp8_weight():
     case = chain_case(models=4)
     result = run_symmetric(case)
-    releases = (case.models - 1) * (len(case.model.dims) - 1)
+    releases = forced_releases(case)
     assert result.failures == [] and result.reuse_misses == 0, (result.failures, result.reuse_examples)
     assert result.reuse_events >= releases
 
@@ -64,11 +69,30 @@ def test_a_forced_reuse_taken_by_another_allocation_is_counted_as_a_miss(monkeyp
     monkeypatch.setattr(float8_param, "reuse_alloc", reuse_point_then_a_temporary)
     case = chain_case(models=3)
     result = run_symmetric(case)
-    releases = (case.models - 1) * (len(case.model.dims) - 1)
+    releases = forced_releases(case)
     assert result.reuse_misses == releases, result.reuse_examples
     assert any("was not taken by a new target" in line for line in result.reuse_examples)
     report = verdict(case.name, [], reuse_events=result.reuse_events, reuse_misses=result.reuse_misses, repro="")
     assert f"reuse-missed={releases}" in case_line(report)
+
+
+def test_a_bare_reuse_point_hands_the_next_tensor_the_dead_ones_address():
+    """The TE stack's way (TE allocates ``_data`` itself): with nothing allocated between the
+    reuse point and the tensor, the tensor takes the parked one's address, every time."""
+    MORGUE.configure(ReusePolicy.parse("symmetric"), 0)
+    alive, landed = [], 0
+    for _ in range(50):
+        dying = torch.empty(16, dtype=torch.uint8)
+        dead_id = id(dying)
+        MORGUE.park([dying])
+        del dying
+        with morgue.forcing_window():
+            morgue.reuse_point("test")
+            new = torch.empty(16, dtype=torch.uint8)
+        MORGUE.settle()
+        landed += id(new) == dead_id
+        alive.append(new)
+    assert landed == 50
 
 
 def test_allocate_calls_make_once_where_this_rank_does_not_release():

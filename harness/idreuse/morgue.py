@@ -127,15 +127,8 @@ class Morgue:
         """Free the oldest parked object and make its block the next one of its size class."""
         if not (self.releasing and self._parked):
             return
-        obj = self._parked.popleft()
-        target = id(obj)
-        make = _throwaway_factory(obj)
-        # Everything that allocates is done before the free: growing ``released_ids`` or making
-        # the probe list may take a small block, which must not be the one about to come free.
-        self.released += 1
-        self.released_ids.append(target)
-        held = probe_slots(self.STEER_LIMIT) if make is not None else []
-        del obj                      # the last reference: freed here, at this exact moment
+        make = _throwaway_factory(self._parked[0])
+        target, held = self._free_oldest(self.STEER_LIMIT if make is not None else 0)
         if make is None:
             return
         probe = land_on(target, make, held)
@@ -159,15 +152,23 @@ class Morgue:
         """
         if not (self.releasing and self._parked):
             return make()
-        obj = self._parked.popleft()
-        target = id(obj)
-        self.released += 1
-        self.released_ids.append(target)
-        held = probe_slots(self.ALLOC_LIMIT)
-        del obj                      # the last reference: freed here
+        target, held = self._free_oldest(self.ALLOC_LIMIT)
         landed = land_on(target, make, held)
         self._ballast.append(held)
         return landed if landed is not None else held[-1]
+
+    def _free_oldest(self, probe_limit: int) -> tuple[int, list]:
+        """Free the oldest parked object; return its address and a probe list of ``probe_limit``
+        slots (see :func:`probe_slots`) made before the free."""
+        obj = self._parked.popleft()
+        target = id(obj)
+        # Everything that allocates is done before the free: growing ``released_ids`` or making
+        # the probe list may take a small block, which must not be the one about to come free.
+        self.released += 1
+        self.released_ids.append(target)
+        held = probe_slots(probe_limit)
+        del obj                      # the last reference: freed here, at this exact moment
+        return target, held
 
     def settle(self) -> None:
         """After a build: whatever is still parked goes to quarantine (never freed, ids never reused)."""
