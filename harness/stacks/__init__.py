@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from harness.errors import SetupError, UsageError
+from harness.stacks.capabilities import capabilities_of
 
 BUILTIN = {
     "emulated-patched": "harness.stacks.emulated.stack:PATCHED",
@@ -43,4 +44,5 @@ def load_stack(name: str, options: dict | None = None):
     if missing:
         raise UsageError(f"--sut {name!r} is not a stack: it lacks {', '.join(missing)} "
                          f"(see harness/stacks/protocol.py)")
+    capabilities_of(obj)      # a malformed declaration is refused here, before any case
     return obj

@@ -111,6 +111,9 @@ class Stack(Protocol):
     # TE's delayed scaling (the default reference).
     # Optional: def builtin_cases(self) -> list[CaseSpec] -- the cases `run` selects from for
     # this stack when no --case-file is given (default: harness.case.catalog.builtin_cases()).
+    # Optional: capabilities = harness.stacks.capabilities.Capabilities(...) -- the cases the stack
+    # runs (formats, scalings, constructions, shapes, world sizes, ...): a case outside it is
+    # reported skipped with the reason, and stress draws only from it. Default: every case.
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.

@@ -15,10 +15,15 @@ from harness.stacks.emulated.amax_buffers import GLOBAL_AMAX_BUFFERS, autocast_k
 from harness.stacks.emulated.autocast import fp8_model_init
 from harness.stacks.emulated.linear import Linear
 from harness.stacks.emulated.model import Model, sgd_step
+from harness.stacks.capabilities import Capabilities
 from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
 
 
 class EmulatedStack:
+    # Every case the harness describes, in TE's delayed scaling (the only scaling emulated here).
+    capabilities = Capabilities(scalings=("delayed",),
+                                why={"scaling": "the emulated stacks implement TE's delayed scaling only"})
+
     def __init__(self, buggy: bool):
         self.buggy = buggy
         self.name = "emulated-buggy" if buggy else "emulated-patched"

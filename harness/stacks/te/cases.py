@@ -14,7 +14,8 @@ same shapes, since ``--sut te`` selects from this catalogue), less what this ada
   (``te.ops`` with ``initialize_ub``) are not wired into this adapter;
 * bias and scalings other than delayed scaling: the delayed-scaling reference has neither.
 
-A case file may still ask for any of these; the build then fails with the reason.
+All of it is :data:`CAPABILITIES`, the declaration the runners and stress read: a case file that
+asks for any of these gets the case ``skipped`` with the reason, and the build refuses the same.
 """
 
 from __future__ import annotations
@@ -24,9 +25,33 @@ import dataclasses
 from harness.case.catalog import builtin_cases as catalogue_cases
 from harness.case.spec import CaseSpec
 from harness.fp8.recipe import Format
+from harness.stacks.capabilities import Capabilities, Construction, model_declined_reason, shape_declined_reason
 from harness.stacks.protocol import ModelSpec
 
 GEMM_MULTIPLE = 16
+PREFIX = "--sut te declines this case: "
+
+# What --sut te and --sut te-buggy run: stress draws from it, the runners skip what it declines,
+# and the build below refuses the same (one place to change).
+CAPABILITIES = Capabilities(
+    formats=(Format.HYBRID, Format.E4M3),
+    scalings=("delayed",),
+    constructions=(Construction.COPY,),
+    bias=(False,),
+    userbuffers=(False,),
+    dim_multiple=GEMM_MULTIPLE,
+    batch_multiple=GEMM_MULTIPLE,
+    why={
+        "userbuffers": "TE's Userbuffers (te.ops with initialize_ub) are not wired into this adapter",
+        "scaling": "this adapter runs TE's DelayedScaling recipe, the one the reference models",
+        "format": "TE's DelayedScaling refuses the E5M2 format (no pure E5M2 training)",
+        "construction": ("te.Linear records its construction cast's amax; the init_cast path (a dummy amax) is "
+                         "TE's operation-based Linear, which this adapter does not build: use construction=copy"),
+        "bias": "this adapter builds layers without bias (the delayed-scaling reference has none)",
+        "dims": "TE's FP8 GEMMs (cuBLASLt) need every leading dimension a multiple of 16",
+        "batch": "the weight-gradient GEMM's inner dimension is the batch, and TE's FP8 GEMMs need it a multiple of 16",
+    },
+)
 
 
 class DeclinedCase(ValueError):
@@ -35,29 +60,14 @@ class DeclinedCase(ValueError):
 
 def decline_reason(spec: ModelSpec) -> str | None:
     """Why ``--sut te`` does not run a model of this spec (shapes aside), or None."""
-    if spec.userbuffers:
-        return ("--sut te does not run Userbuffers-style cases (userbuffers=true): TE's Userbuffers "
-                "(te.ops with initialize_ub) are not wired into this adapter")
-    if spec.construction == "init_cast":
-        return ("--sut te builds te.Linear, which records its construction cast's amax; the init_cast path "
-                "(a dummy amax) is TE's operation-based Linear: use construction=copy")
-    if spec.recipe.fp8_format is Format.E5M2:
-        return "--sut te: TE's DelayedScaling refuses the E5M2 format (no pure E5M2 training)"
-    if spec.bias:
-        return "--sut te builds layers without bias (the delayed-scaling reference has none)"
-    if spec.scaling != "delayed":
-        return f"--sut te runs delayed scaling only, not scaling={spec.scaling!r}"
-    return None
+    reason = model_declined_reason(CAPABILITIES, spec)
+    return PREFIX + reason if reason else None
 
 
 def shape_reason(dims, batch: int | None = None) -> str | None:
     """Why TE's FP8 GEMMs would refuse these widths (or this batch), or None."""
-    sizes = list(dims) + ([batch] if batch is not None else [])
-    if any(d % GEMM_MULTIPLE for d in sizes):
-        what = f"dims {list(dims)}" + (f", batch {batch}" if batch is not None else "")
-        return (f"--sut te: TE's FP8 GEMMs need the batch and every width a multiple of {GEMM_MULTIPLE} "
-                f"(cuBLASLt leading dimensions); got {what}")
-    return None
+    reason = shape_declined_reason(CAPABILITIES, dims, batch)
+    return PREFIX + reason if reason else None
 
 
 def check_model(spec: ModelSpec) -> None:

@@ -37,6 +37,8 @@ INJECTIONS = ("id-hook",)
 class TEStack:
     """``te.Linear`` models with FP8 weights; with ``inject="id-hook"``, plus :mod:`.id_hook`."""
 
+    capabilities = _cases.CAPABILITIES     # what it runs; build() refuses the rest with the same reasons
+
     def __init__(self, inject: str | None = None):
         if inject is not None and inject not in INJECTIONS:
             raise UsageError(f"--inject {inject!r}: --sut te knows {', '.join(INJECTIONS)}")

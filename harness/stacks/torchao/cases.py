@@ -11,10 +11,33 @@ Names are paths (``torchao/tensorwise-...``, ``torchao/repro-...``) so ``--cases
 from __future__ import annotations
 
 from harness.case.spec import CaseSpec
-from harness.fp8.recipe import DelayedScalingRecipe
+from harness.fp8.recipe import DelayedScalingRecipe, Format
+from harness.stacks.capabilities import Capabilities
 from harness.stacks.protocol import ModelSpec
 
 _RECIPE = DelayedScalingRecipe(reduce_amax=False)
+
+# What --sut torchao runs: stress draws from it, the runners skip what it declines, and
+# harness.stacks.torchao.model.check_spec refuses the same at build.
+CAPABILITIES = Capabilities(
+    formats=(Format.HYBRID,),
+    scalings=("tensorwise", "rowwise", "rowwise_with_gw_hp"),
+    fp8_params=(False,),
+    bias=(False,),
+    userbuffers=(False,),
+    reduce_amax=(False,),
+    delayed_recipe=False,
+    why={
+        "format": ("torchao's float8 recipes cast inputs and weights to E4M3 and gradients to E5M2 (HYBRID); "
+                   "the case's format is not read"),
+        "scaling": "torchao's float8 recipes that run on CPU with emulated GEMMs",
+        "recipe": "torchao scales each tensor from its own current amax",
+        "reduce_amax": "torchao scales each tensor from its own amax on each rank and never all-reduces amaxes",
+        "fp8_params": "torchao keeps weights in high precision and casts them at every use (no FP8 parameters)",
+        "bias": "the adapter builds layers without bias (the harness's initial weights have none)",
+        "userbuffers": "torchao has no Userbuffers-style tensor parallelism",
+    },
+)
 
 
 def _case(name, *, scaling="tensorwise", dims=(16, 32, 16), steps=3, models=2, batch=8, special="none",

@@ -30,10 +30,12 @@ from harness.stacks.data_parallel import sum_in_rank_order
 from torch import nn
 
 from harness.idreuse import reuse_alloc
+from harness.stacks.capabilities import model_declined_reason
 from harness.stacks.protocol import BuildContext, ModelSpec
+from harness.stacks.torchao.cases import CAPABILITIES
 from harness.stacks.torchao.capture import CastRecorder, attach
 
-RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+RECIPES = CAPABILITIES.scalings
 
 
 def float8_config(scaling: str):
@@ -64,12 +66,10 @@ class TorchaoModel:
 
 
 def check_spec(spec: ModelSpec) -> None:
-    """What this stack cannot build, said before anything is built."""
-    if spec.userbuffers:
-        raise ValueError("--sut torchao has no Userbuffers-style tensor parallelism (userbuffers=true)")
-    if spec.bias:
-        raise ValueError("--sut torchao builds layers without bias (the harness's initial weights have none)")
-    float8_config(spec.scaling)
+    """What this stack cannot build (what :data:`CAPABILITIES` declines), said before anything is built."""
+    reason = model_declined_reason(CAPABILITIES, spec)
+    if reason is not None:
+        raise ValueError(f"--sut torchao declines this model: {reason}")
 
 
 def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), layer_setup=()) -> TorchaoModel:

@@ -32,6 +32,8 @@ INJECTIONS = ("id-hook",)
 class TorchaoStack:
     """torchao's ``Float8Linear`` models; with ``inject="id-hook"``, plus :mod:`.id_hook`."""
 
+    capabilities = _cases.CAPABILITIES
+
     def __init__(self, inject: str | None = None):
         if inject is not None and inject not in INJECTIONS:
             raise UsageError(f"--inject {inject!r}: --sut torchao knows {', '.join(INJECTIONS)}")
