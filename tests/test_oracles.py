@@ -383,6 +383,16 @@ def test_isolation_reports_an_isolated_run_that_failed_by_itself():
     assert lines[0].endswith("[error] rank 0, model 0: RuntimeError: boom")
 
 
+def test_isolation_reports_why_the_isolated_process_gave_no_result():
+    # What a rank sends when its zygote could not run the case: no digest, no ledger, one finding.
+    alone = RankResult(case="c", rank=0)
+    alone.failures = [Failure("isolation", "isolated run failed: TimeoutError: no answer", rank=0)]
+    lines = compare_runs(result_with(ledger(*one_step()), digest="b" * 32), alone)
+    assert len(lines) == 1
+    assert lines[0].startswith("the isolated run of this case failed by itself")
+    assert lines[0].endswith("isolated run failed: TimeoutError: no answer")
+
+
 def test_isolation_compares_an_isolated_run_with_findings_of_its_own():
     # A completed isolated run that fails hygiene (the buggy stack alone) is still comparable.
     alone = result_with(ledger(*one_step()))

@@ -28,10 +28,12 @@ def _collapsed(entries: list[dict]) -> tuple[list, list]:
 def compare_runs(shared, alone) -> list[str]:
     """Lines describing how the shared run differs from the isolated run (empty when equal)."""
     lines = []
-    # An isolated run that did not complete (it crashed, hung or diverged) cannot be compared;
+    # An isolated run that did not complete (it crashed, hung or diverged, or its process could
+    # not run it: the "isolation" finding a rank sends in place of a result) cannot be compared;
     # one that completed with findings of its own (hygiene, say) still can.
     broken = [f for f in alone.failures
-              if (f.oracle if hasattr(f, "oracle") else f.get("oracle")) in ("error", "liveness", "cross-rank")]
+              if (f.oracle if hasattr(f, "oracle") else f.get("oracle")) in ("error", "liveness", "cross-rank",
+                                                                               "isolation")]
     if broken:
         first = broken[0].line() if hasattr(broken[0], "line") else str(broken[0])
         return [f"the isolated run of this case failed by itself, so it cannot be compared: {first[:600]}"]
