@@ -91,9 +91,13 @@ def failure_text(report) -> str:
 
 
 def check_case(report) -> None:
-    """Fail the current test unless the case passed; retention findings become warnings."""
+    """Fail the current test unless the case passed; a skipped case (the stack declines it)
+    skips the test with its reason; retention findings become warnings."""
     import warnings
 
+    __tracebackhide__ = True      # pytest points skips and failures at the test that called this
+    if report.outcome == "skipped":
+        pytest.skip(report.skip_reason)
     if report.warnings:
         warnings.warn(HarnessRetentionWarning(f"retention: {report.warnings[0]}"))
     if report.outcome != "passed":

@@ -23,7 +23,7 @@ def write_junit(report: RunReport, path: str) -> None:
             el = ET.SubElement(tc, tag, {"message": f"{case.oracle} on ranks {case.ranks}", "type": case.oracle or ""})
             el.text = f"{case.detail}\n\nreproduce: {case.repro}"
         elif case.outcome == "skipped":
-            ET.SubElement(tc, "skipped", {"message": case.detail})
+            ET.SubElement(tc, "skipped", {"message": case.skip_reason or case.detail})
         if case.warnings:
             ET.SubElement(tc, "system-out").text = "\n".join(case.warnings)
     write_atomic(path, ET.tostring(ET.ElementTree(suite).getroot(), encoding="unicode"))

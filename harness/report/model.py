@@ -37,11 +37,24 @@ class CaseReport:
     failures: list = dataclasses.field(default_factory=list)
     artifacts: dict = dataclasses.field(default_factory=dict)
     reuse_misses: int = 0        # forced reuses that did not land (see harness.idreuse.morgue)
+    skip_reason: str = ""        # why a skipped case did not run (e.g. the stack declines it)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["failures"] = [f.to_dict() if isinstance(f, Failure) else f for f in self.failures]
         return d
+
+
+def skipped(name: str, reason: str, repro: str = "") -> CaseReport:
+    """The report of a case that did not run, and why: never a failure, never shrunk.
+
+    The runners make one when the stack declines a case (see
+    :func:`harness.stacks.capabilities.declined_reason`); any other reason a case is not run
+    goes the same way.
+    """
+    if not reason:
+        raise ValueError("a skipped case needs its reason")
+    return CaseReport(name, "skipped", repro=repro, skip_reason=reason)
 
 
 def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str, warnings=(),

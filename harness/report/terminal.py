@@ -13,7 +13,18 @@ def case_line(case) -> str:
     extra = f"  [{case.oracle} on ranks {','.join(map(str, case.ranks))}]" if case.oracle else ""
     reuse = f" reuse={case.reuse_events}" if case.reuse_events else ""
     reuse += f" reuse-missed={case.reuse_misses}" if case.reuse_misses else ""
+    if case.outcome == "skipped":
+        return f"{_MARK[case.outcome]:5} {case.name}  ({case.skip_reason})"
     return f"{_MARK[case.outcome]:5} {case.name}  ({case.duration_s:.2f}s{reuse}){extra}"
+
+
+def skip_reasons(cases) -> dict[str, int]:
+    """Skip reason -> how many cases it skipped, in the order first seen."""
+    counts: dict[str, int] = {}
+    for case in cases:
+        if case.outcome == "skipped":
+            counts[case.skip_reason] = counts.get(case.skip_reason, 0) + 1
+    return counts
 
 
 def print_summary(report: RunReport, stream=None) -> None:
@@ -40,6 +51,8 @@ def print_summary(report: RunReport, stream=None) -> None:
     if t["retention_warnings"]:
         print("note: retention warnings mean registries keep dead models' state alive; --strict makes them failures",
               file=out)
+    for reason, count in skip_reasons(report.cases).items():
+        print(f"skipped: {count} case{'s' * (count != 1)}: {reason}", file=out)
     if report.interrupted:
         print(f"interrupted: {report.interrupted}", file=out)
     print(f"{s['passed']} passed, {s['failed']} failed, {s['errors']} errors, {s['skipped']} skipped", file=out)

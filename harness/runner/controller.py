@@ -30,11 +30,13 @@ from harness.errors import HarnessError, SetupError
 from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_disagreement
 from harness.oracles.findings import Failure
 from harness.oracles.isolation import compare_runs
-from harness.report.model import CaseReport, RunReport, group_digest, verdict
+from harness.report.model import CaseReport, RunReport, group_digest, skipped, verdict
 from harness.runner import messages as msg
 from harness.runner.case_exec import RankResult
 from harness.runner.config import RunConfig
 from harness.runner.launchers import get_launcher
+from harness.stacks import load_stack
+from harness.stacks.capabilities import declined_by
 
 STARTUP_TIMEOUT_S = 90.0
 GRACE_S = 5.0          # how long the other ranks get once one rank has answered or stalled
@@ -477,6 +479,7 @@ class CaseSession:
         self.index = 0
         self.groups_started = 0
         self.previous = None
+        self.stack = None          # loaded at the first case, for its declaration (capabilities)
 
     def _ensure_group(self) -> RankGroup:
         if self.group is not None:
@@ -495,6 +498,11 @@ class CaseSession:
         from harness.runner.inproc import repro_for
 
         cfg = self.cfg
+        if self.stack is None:
+            self.stack = load_stack(cfg.sut, cfg.sut_options or None)
+        reason = declined_by(self.stack, case, cfg.world_size)
+        if reason is not None:      # decided here, once: the ranks never see the case
+            return skipped(case.name, reason, repro_for(cfg, case))
         group = self._ensure_group()
         index = self.index
         self.index += 1

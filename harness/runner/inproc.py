@@ -12,12 +12,13 @@ import os
 from harness.case.spec import CaseSpec
 from harness.oracles.findings import Failure
 from harness.oracles.isolation import compare_runs
-from harness.report.model import RunReport, repro_command, verdict
+from harness.report.model import RunReport, repro_command, skipped, verdict
 from harness.runner.case_exec import RankResult, execute_case
 from harness.runner.config import RunConfig
 from harness.runner.zygote import Zygote
 from harness.idreuse.tracker import freeze_imports
 from harness.stacks import load_stack
+from harness.stacks.capabilities import declined_by
 
 
 def repro_for(cfg: RunConfig, case: CaseSpec, previous: CaseSpec | None = None, failures=()) -> str:
@@ -61,6 +62,9 @@ class InprocSession:
 
     def run(self, case: CaseSpec):
         cfg = self.cfg
+        reason = declined_by(self.stack, case, 1)
+        if reason is not None:      # decided once, before the case runs here or in the zygote
+            return skipped(case.name, reason, repro_for(cfg, case))
         res = execute_case(case, self.stack, 0, 1, None, cfg.options)
         failures = list(res.failures)
         if self.zygote is not None:

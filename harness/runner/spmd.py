@@ -135,7 +135,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
     from harness.idreuse.morgue import MORGUE
     from harness.idreuse.tracker import freeze_imports
     from harness.oracles.findings import Failure
-    from harness.report.model import RunReport, group_digest, verdict
+    from harness.report.model import RunReport, group_digest, skipped, verdict
     from harness.runner.case_exec import GRAVEYARD, LAST_REGISTRY_SIZES, RankResult, execute_case
     from harness.runner.controller import judge
     from harness.runner.inproc import repro_for
@@ -143,6 +143,7 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
     from harness.runner.precheck import CollectivePrecheck
     from harness.runner.zygote import Zygote
     from harness.stacks import load_stack
+    from harness.stacks.capabilities import declined_by
     from harness.faults import fault_hook
 
     if cfg.world_size != env.world_size:
@@ -173,6 +174,14 @@ def run_spmd(cfg, env: SpmdEnv, on_case):
     wait_timeout = datetime.timedelta(seconds=deadline * 4 + 30)
     try:
         for index, case in enumerate(cfg.cases):
+            reason = declined_by(stack, case, world)
+            if reason is not None:
+                # Every rank decides alike (a pure function of the case), so none runs it.
+                if rank == 0:
+                    report.cases.append(skipped(case.name, reason, repro_for(cfg, case)))
+                    if on_case is not None:
+                        on_case(report)
+                continue
             key = f"{generation}/{index}"
             watch.progress()
             watch.case_key = key
