@@ -227,6 +227,16 @@ def _table(headers, rows, numeric=()) -> str:
     return f"<table>{f'<tr>{head}</tr>' if head else ''}{''.join(body)}</table>"
 
 
+def coverage_text(coverage: dict) -> str:
+    """Cases run per declared format, scaling and construction, and the declared values none ran with
+    (the stress summary prints it too)."""
+    text = "; ".join(f"{field}s " + ", ".join(f"{v} {n}" for v, n in coverage[field].items())
+                     for field in ("format", "scaling", "construction") if coverage.get(field))
+    if coverage.get("not_run"):
+        text += f"; none with {', '.join(coverage['not_run'])}"
+    return text or "-"
+
+
 def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
     cfg, t = data["config"], data["totals"]
     status = ("complete" if data.get("complete") else
@@ -244,7 +254,10 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
         ("elapsed", f"{t['elapsed_s']:.0f} s (cases {t['running_s']:.0f} s, shrinking {t['shrink_s']:.0f} s, "
                     f"checking repros {t['verify_s']:.0f} s)"),
         ("cases", f"{t['cases']} in {t['batches']} batches ({t['passed']} passed, {t['failed']} failed, "
-                  f"{t['errors']} errors)"),
+                  f"{t['errors']} errors, {t.get('skipped', 0)} skipped)"),
+        ("declined draws", f"{t.get('declined_draws', 0)} of {t.get('draws', 0)} "
+                           f"({100 * t.get('declined_share', 0.0):.1f}%)"),
+        ("declared space run", coverage_text(t.get("coverage") or {})),
         ("models built", t["models_built"]), ("reuse events", t["reuse_events"]),
         ("steps compared bitwise", t["steps_compared"]), ("retention warnings", t["retention_warnings"]),
         ("cases/s", f"{t['cases_per_s']:.2f} overall, {t['cases_per_s_running']:.2f} while running cases"),
@@ -290,6 +303,13 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
                         [(b["index"], f"{b['started_s']:.0f}", b["cases_run"], _e(b["ended"]),
                           _e(b["duration_s"]), f"<code>{_e(b.get('file') or '')}</code>")
                          for b in data.get("batches", [])], numeric=(0, 1, 2, 4)))
+    skips: dict[str, int] = {}
+    for c in data["cases"]:
+        if c["outcome"] == "skipped":
+            skips[c.get("skip_reason", "")] = skips.get(c.get("skip_reason", ""), 0) + 1
+    if skips:
+        parts.append(f"<h2>Skipped cases ({sum(skips.values())})</h2>")
+        parts.append(_table(["cases", "reason"], [(n, _e(reason)) for reason, n in skips.items()], numeric=(0,)))
     failing = [c for c in data["cases"] if c["oracle"]]
     parts.append(f"<h2>Failing cases ({len(failing)})</h2>")
     parts.append(_table(["case", "oracle", "failure", "case spec", "reuse", "s"],

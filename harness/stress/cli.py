@@ -119,6 +119,8 @@ def main(argv=None) -> int:
 
 
 def print_summary(record, stream=None) -> None:
+    from harness.stress.record import declaration_lines
+
     out = stream or sys.stdout
     t = record.totals()
     print(f"\n{t['cases']} cases in {t['batches']} batches, {t['models_built']} models built, {t['reuse_events']} "
@@ -126,6 +128,8 @@ def print_summary(record, stream=None) -> None:
           f"({t['elapsed_s']:.0f} s)", file=out)
     by_oracle = ", ".join(f"{o} {n}" for o, n in t["failures_by_oracle"].items()) or "none"
     print(f"{t['failing_cases']} failing cases ({by_oracle}), {t['failures']} distinct failures", file=out)
+    for line in declaration_lines(t):
+        print(line, file=out)
     if t["reuse_events"] == 0 and t["cases"]:
         print("note: no id was reused in this run, so the id-reuse bug class was not exercised", file=out)
     for f in record.failures:

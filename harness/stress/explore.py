@@ -8,6 +8,11 @@ the very same examples), the k-th raises, and from there Hypothesis's own shrink
 smaller cases, each judged by ``still_fails``. The last example that raised is the one
 Hypothesis settles on (it replays its minimal example once more before reporting).
 
+Draws are checked against the stack's declaration (:func:`harness.stacks.capabilities.declined_reason`):
+a declined draw is dropped from the batch and counted (the strategies draw from the declaration,
+so none is expected; the check is what guarantees it), and a declined shrink candidate counts as
+passing, so shrinking never ends on a case the stack declines.
+
 Nothing here runs a case: callers pass the judging function.
 """
 
@@ -20,6 +25,7 @@ import time
 from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
 from harness.case.spec import CaseSpec
+from harness.stacks.capabilities import UNDECLARED, Capabilities, declined_reason
 from harness.stress.strategies import PLACEHOLDER, case_specs
 
 
@@ -27,23 +33,50 @@ class _Failing(Exception):
     """Raised inside the Hypothesis test body when the case (still) fails."""
 
 
-def _explore(body, batch_seed: int, size: int, phases) -> None:
+def _explore(body, batch_seed: int, size: int, phases, capabilities: Capabilities) -> None:
     @settings(database=None, deadline=None, max_examples=size, phases=phases, derandomize=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False, verbosity=Verbosity.quiet,
               print_blob=False)
     @seed(batch_seed)
-    @given(case_specs())
+    @given(case_specs(capabilities=capabilities))
     def stress_batch(case):
         body(case)
 
     stress_batch()
 
 
-def draw_batch(batch_seed: int, size: int) -> list[CaseSpec]:
-    """``size`` cases (named with the placeholder), the same ones for the same seed and size."""
-    drawn: list[CaseSpec] = []
-    _explore(drawn.append, batch_seed, size, phases=(Phase.generate,))
-    return drawn
+@dataclasses.dataclass
+class DrawnBatch:
+    """A batch's cases (the stack runs every one), and the draws its declaration refused."""
+
+    cases: list
+    draws: int = 0
+    declined: int = 0
+    declined_reasons: dict = dataclasses.field(default_factory=dict)   # reason -> count
+
+
+def draw(batch_seed: int, size: int, capabilities: Capabilities = UNDECLARED,
+         world_size: int | None = None) -> DrawnBatch:
+    """Up to ``size`` cases (named with the placeholder), the same ones for the same arguments."""
+    batch = DrawnBatch(cases=[])
+
+    def keep(case: CaseSpec) -> None:
+        batch.draws += 1
+        reason = declined_reason(capabilities, case, world_size)
+        if reason is None:
+            batch.cases.append(case)
+        else:
+            batch.declined += 1
+            batch.declined_reasons[reason] = batch.declined_reasons.get(reason, 0) + 1
+
+    _explore(keep, batch_seed, size, (Phase.generate,), capabilities)
+    return batch
+
+
+def draw_batch(batch_seed: int, size: int, capabilities: Capabilities = UNDECLARED,
+               world_size: int | None = None) -> list[CaseSpec]:
+    """The cases of :func:`draw`."""
+    return draw(batch_seed, size, capabilities, world_size).cases
 
 
 def canonical(case: CaseSpec) -> str:
@@ -61,23 +94,33 @@ class ShrinkOutcome:
     candidates_seen: int = 0      # cases Hypothesis proposed
     improvements: int = 0         # how often a smaller failing case was found
     out_of_time: bool = False
+    declined: int = 0             # candidates the stack's declaration refused (never run)
     seconds: float = 0.0
 
 
 def shrink_in_batch(batch_seed: int, size: int, index: int, failing: CaseSpec, still_fails,
-                    deadline: float) -> ShrinkOutcome:
+                    deadline: float, capabilities: Capabilities = UNDECLARED,
+                    world_size: int | None = None) -> ShrinkOutcome:
     """Replay the batch's draw up to ``failing`` (its ``index``-th case), then let Hypothesis shrink it.
 
-    ``still_fails(case) -> bool`` runs a candidate (placeholder name) and says whether it fails
-    the same way; it is not called once ``time.monotonic()`` passes ``deadline`` (candidates then
-    count as passing, and Hypothesis stops improving quickly).
+    ``capabilities`` and ``world_size`` must be those the batch was drawn with (:func:`draw`):
+    ``index`` counts the draws the declaration kept. ``still_fails(case) -> bool`` runs a
+    candidate (placeholder name) and says whether it fails the same way; it is not called for a
+    candidate the declaration refuses (``declined``), nor once ``time.monotonic()`` passes
+    ``deadline`` (candidates then count as passing, and Hypothesis stops improving quickly).
     """
     started = time.monotonic()
     target = canonical(failing)
     cache: dict[str, bool] = {target: True}
-    state = {"calls": 0, "hit": False, "minimal": None, "run": 0, "seen": 0, "improved": 0, "late": False}
+    state = {"calls": 0, "hit": False, "minimal": None, "run": 0, "seen": 0, "improved": 0, "late": False,
+             "declined": 0}
 
     def body(case: CaseSpec) -> None:
+        if declined_reason(capabilities, case, world_size) is not None:
+            # Not in the batch (draw() dropped it) and never run: it neither counts nor fails.
+            if state["hit"]:
+                state["declined"] += 1
+            return
         if not state["hit"]:
             i = state["calls"]
             state["calls"] += 1
@@ -106,9 +149,10 @@ def shrink_in_batch(batch_seed: int, size: int, index: int, failing: CaseSpec, s
             raise _Failing()
 
     try:
-        _explore(body, batch_seed, size, phases=(Phase.generate, Phase.shrink))
+        _explore(body, batch_seed, size, (Phase.generate, Phase.shrink), capabilities)
     except _Failing:
         pass
     return ShrinkOutcome(found=state["hit"], minimal=state["minimal"] if state["hit"] else None,
                          candidates_run=state["run"], candidates_seen=state["seen"], improvements=state["improved"],
-                         out_of_time=state["late"], seconds=time.monotonic() - started)
+                         out_of_time=state["late"], declined=state["declined"],
+                         seconds=time.monotonic() - started)

@@ -15,6 +15,7 @@ import json
 import os
 import time
 
+from harness.report.html import coverage_text
 from harness.report.model import PRECEDENCE, CaseReport, RunReport, write_atomic
 from harness.stress.strategies import complexity, describe
 
@@ -45,6 +46,9 @@ class StressRecord:
         self.error: str | None = None
         self.finished_at: str | None = None
         self.time = {"running_s": 0.0, "shrink_s": 0.0, "verify_s": 0.0, "group_start_s": 0.0}
+        self.draws = 0                       # cases drawn, and how many the stack's declaration refused
+        self.declined = 0
+        self.declined_reasons: dict[str, int] = {}
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -61,12 +65,35 @@ class StressRecord:
             "wall_s": round(finished_s - started_s, 4), "started_s": round(started_s, 3),
             "finished_s": round(finished_s, 3), "retention_warnings": len(report.warnings),
             "describe": describe(spec), "spec": spec.to_dict(),
+            "skip_reason": report.skip_reason,
             "detail": report.detail[:DETAIL_LIMIT] + ("\n... (truncated)" if len(report.detail) > DETAIL_LIMIT else ""),
         }
         self.cases.append(entry)
         self.case_reports.append(report)
         self._case_json.append(json.dumps(entry, separators=(",", ":")))
         return entry
+
+    def add_draws(self, drawn) -> None:
+        """Count a batch's draws (:class:`harness.stress.explore.DrawnBatch`)."""
+        self.draws += drawn.draws
+        self.declined += drawn.declined
+        for reason, n in drawn.declined_reasons.items():
+            self.declined_reasons[reason] = self.declined_reasons.get(reason, 0) + n
+
+    def coverage(self) -> dict:
+        """Per declared format, scaling and construction: how many cases ran with it; and which
+        declared values no case ran with yet (``not_run``)."""
+        declared = self.config.get("capabilities") or {}
+        counts = {"format": collections.Counter(), "scaling": collections.Counter(),
+                  "construction": collections.Counter()}
+        for c in self.cases:
+            model = c["spec"]["model"]
+            counts["format"][model["recipe"]["fp8_format"]] += 1
+            counts["scaling"][model.get("scaling", "delayed")] += 1
+            counts["construction"][model["construction"]] += 1
+        out = {field: {v: counts[field][v] for v in declared.get(field + "s", [])} for field in counts}
+        out["not_run"] = [f"{field}={v}" for field in counts for v, n in out[field].items() if not n]
+        return out
 
     def new_failure(self, oracle: str, case_entry: dict, spec, prefix_len: int) -> dict:
         failure = {
@@ -94,6 +121,7 @@ class StressRecord:
         return {
             "cases": len(self.cases), "passed": outcomes.get("passed", 0), "failed": outcomes.get("failed", 0),
             "errors": outcomes.get("error", 0), "failures": len(self.failures),
+            "skipped": outcomes.get("skipped", 0),
             "failing_cases": sum(1 for c in self.cases if c["oracle"]),
             "failures_by_oracle": {o: by_oracle[o] for o in sorted(by_oracle, key=_precedence)},
             "models_built": sum(c["models_built"] for c in self.cases),
@@ -101,6 +129,10 @@ class StressRecord:
             "steps_compared": sum(c["steps_compared"] for c in self.cases),
             "retention_warnings": sum(c["retention_warnings"] for c in self.cases),
             "batches": len(self.batches),
+            "draws": self.draws, "declined_draws": self.declined,
+            "declined_share": round(self.declined / self.draws, 4) if self.draws else 0.0,
+            "declined_reasons": dict(self.declined_reasons),
+            "coverage": self.coverage(),
             "elapsed_s": round(elapsed, 2),
             "cases_per_s": round(len(self.cases) / elapsed, 3) if elapsed > 0 else 0.0,
             "cases_per_s_running": round(len(self.cases) / running, 3) if running > 0 else 0.0,
@@ -160,6 +192,17 @@ class StressRecord:
 
         write_stress_html(self.to_dict(), self.path("index.html"), plots_dir=self.path("plots"))
         publish(self.path("index.html"))
+
+
+def declaration_lines(totals: dict) -> list[str]:
+    """The summary's lines on the declared space: skipped cases, declined draws, what ran of it."""
+    lines = []
+    if totals.get("skipped"):
+        lines.append(f"{totals['skipped']} cases skipped (not run, not failures; each case gives its skip_reason)")
+    lines.append(f"declined draws: {totals['declined_draws']} of {totals['draws']} "
+                 f"({100 * totals['declined_share']:.1f}%); cases run by declared "
+                 f"{coverage_text(totals.get('coverage') or {})}")
+    return lines
 
 
 def _umask() -> int:

@@ -1,6 +1,7 @@
 """The stress loop: batches of generated cases until the time budget is spent.
 
-Each batch is drawn from the seed by Hypothesis and run on ONE persistent rank group by
+Each batch is drawn from the seed by Hypothesis, inside what the stack declares it runs
+(:mod:`harness.stacks.capabilities`), and run on ONE persistent rank group by
 :func:`harness.runner.controller.run_controlled` (in this process by
 :func:`harness.runner.inproc.run_inproc` for ``--launcher inproc``, after a reset of the
 stack's registries). After every case the record is updated and ``stress.json`` rewritten.
@@ -20,11 +21,13 @@ import threading
 import time
 
 from harness.case.data import derive_seed
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UsageError
 from harness.runner.config import RunConfig
 from harness.runner.controller import Interrupted
+from harness.stacks import load_stack
+from harness.stacks.capabilities import capabilities_of, world_declined_reason
 from harness.stress.candidates import candidate_runner, reset_process_state
-from harness.stress.explore import draw_batch
+from harness.stress.explore import draw
 from harness.stress.progress import Progress
 from harness.stress.record import COMMUNICATION_ORACLES, StressRecord
 from harness.stress.repro import command_text, display_path, run_command, write_case_file
@@ -72,9 +75,15 @@ class StressSession:
             "shrink_share": opts.shrink_share, "shrink_per_failure_s": opts.shrink_per_failure_s,
             "max_cases": opts.max_cases, "max_failures": opts.max_failures, **(config_extra or {}),
         }
+        # What the stack runs: batches are drawn from it, and a world size it declines is bad input.
+        self.capabilities = capabilities_of(load_stack(cfg.sut, cfg.sut_options or None))
+        refused = world_declined_reason(self.capabilities, cfg.world_size)
+        if refused is not None:
+            raise UsageError(f"--sut {cfg.sut} declines {refused}")
+        config["capabilities"] = self.capabilities.to_dict()
         self.record = StressRecord(config, opts.out_dir)
         self.shrinker = Shrinker(cfg, Budget(opts.budget_s * opts.shrink_share, opts.shrink_per_failure_s),
-                                 candidate_runner, note=self.progress.note)
+                                 candidate_runner, note=self.progress.note, capabilities=self.capabilities)
         self.deadline = time.monotonic() + opts.budget_s
         self._html_at = time.monotonic()
 
@@ -171,7 +180,12 @@ class StressSession:
         size = self._batch_size()
         self.progress.phase = f"batch {b}: drawing cases"
         self.progress.update(rec.totals(), force=True)
-        specs = draw_batch(batch_seed, size)
+        drawn = draw(batch_seed, size, self.capabilities, self.cfg.world_size)
+        rec.add_draws(drawn)
+        specs = drawn.cases
+        if not specs:
+            reasons = ", ".join(drawn.declined_reasons) or "no case drawn"
+            raise UsageError(f"--sut {self.cfg.sut} declined all {drawn.draws} cases drawn for batch {b}: {reasons}")
         cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}") for i, c in enumerate(specs)]
         batch_start = rec.elapsed()
         info = {"index": b, "seed": batch_seed, "size": size, "started_s": round(batch_start, 3), "cases_run": 0,

@@ -6,7 +6,8 @@ For a new failure signature (the case's primary oracle), within the shrink budge
    that ran before it in its group, then as few of them as still make it fail (the shortest
    suffix first: stale state is usually left by the case just before, then one at a time).
 2. Hypothesis shrinks the case itself (see :mod:`harness.stress.explore`), the preceding
-   cases fixed, every candidate run on the shrink group.
+   cases fixed, every candidate run on the shrink group; a candidate the stack declines is
+   never run (it counts as passing).
 3. The minimal sequence goes to ``repro-<n>.json``; the command that runs it is run once in a
    fresh process. If it does not reproduce, the unshrunk sequence is written and checked
    instead, and failing that the whole batch up to the case (an exact replay of its group).
@@ -18,6 +19,7 @@ import dataclasses
 import time
 
 from harness.errors import SetupError
+from harness.stacks.capabilities import UNDECLARED, Capabilities
 from harness.stress.explore import shrink_in_batch
 from harness.stress.repro import command_text, display_path, run_command, verify, write_case_file
 from harness.stress.strategies import complexity, describe
@@ -56,8 +58,10 @@ class Budget:
 
 
 class Shrinker:
-    def __init__(self, cfg, budget: Budget, candidates_factory, note=print, verify_timeout_s=None):
+    def __init__(self, cfg, budget: Budget, candidates_factory, note=print, verify_timeout_s=None,
+                 capabilities: Capabilities = UNDECLARED):
         self.cfg = cfg
+        self.capabilities = capabilities    # the batches were drawn from it; candidates stay inside it
         self.budget = budget
         self._factory = candidates_factory
         self._candidates = None
@@ -184,10 +188,12 @@ class Shrinker:
 
             # Group starts during the shrink are not charged to it: move the deadline along.
             outcome = shrink_in_batch(ctx.batch_seed, ctx.batch_size, ctx.index, target, still_fails,
-                                      deadline + (runner.start_s - start_before))
+                                      deadline + (runner.start_s - start_before), self.capabilities,
+                                      self.cfg.world_size)
             info["candidates_run"] = outcome.candidates_run
             info["candidates_seen"] = outcome.candidates_seen
             info["out_of_time"] = outcome.out_of_time
+            info["candidates_declined"] = outcome.declined
             if outcome.found and outcome.minimal is not None:
                 minimal = outcome.minimal.with_(name=target.name)
             elif not outcome.found:
