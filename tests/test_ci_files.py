@@ -15,7 +15,7 @@ GITLAB = os.path.join(ROOT, "ci", "gitlab-ci.yml")
 # Keys at the top of a GitLab CI file that are not jobs.
 GITLAB_KEYWORDS = {"default", "include", "stages", "variables", "workflow", "image", "services", "cache",
                    "before_script", "after_script", "spec"}
-EXPECTED_JOBS = {"pytest", "torchrun", "mpirun", "nightly-stress"}
+EXPECTED_JOBS = {"pytest", "torchrun", "mpirun", "nightly-stress", "nightly-stress-te"}
 
 
 def _load(path: str) -> dict:
@@ -91,3 +91,24 @@ def test_gitlab_nightly_is_scheduled_and_keeps_its_report():
     for name in ("pytest", "torchrun", "mpirun"):
         rules = data[name].get("rules") or data[data[name]["extends"]]["rules"]
         assert not any("schedule" in r.get("if", "") for r in rules)
+
+
+def test_the_gpu_nightly_is_off_by_default_and_runs_on_a_labelled_runner():
+    job = _load(GITHUB)["jobs"]["nightly-stress-te"]
+    assert job["if"].startswith("vars.TE_STRESS == 'true' && ") and "schedule" in job["if"]
+    assert "self-hosted" in job["runs-on"] and "fp8-gpu" in job["runs-on"]
+    uploads = [s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert uploads and uploads[0]["if"] == "always()" and "results/te/stress-*/" in uploads[0]["with"]["path"]
+
+    job = _load(GITLAB)["nightly-stress-te"]
+    assert job["tags"] == ["fp8-gpu"]
+    assert job["rules"] and all(r["if"].startswith('$TE_STRESS == "true" && ') for r in job["rules"])
+    assert job["artifacts"]["when"] == "always" and "results/te/stress-*/" in job["artifacts"]["paths"]
+
+
+def test_the_gpu_nightly_script_stresses_te_in_a_venv_that_sees_the_runners_te():
+    with open(os.path.join(ROOT, "scripts", "nightly-stress-te")) as fh:
+        text = fh.read()
+    assert "HARNESS_VENV_SYSTEM_SITE=1" in text and 'RESULTS_DIR="${RESULTS_DIR:-results/te}"' in text
+    assert '--sut "${TE_SUT:-te}" --world-size "${WORLD_SIZE:-1}"' in text
+    assert text.index("HARNESS_VENV_SYSTEM_SITE=1") < text.index("_venv.sh")    # set before the venv is made

@@ -103,3 +103,19 @@ def test_stress_refuses_a_world_size_the_stack_declines(tmp_path):
     cfg = RunConfig(sut=f"{__name__}:ONE_RANK", world_size=2).validate()
     with pytest.raises(UsageError, match="world size 2 \\(it runs 1 to 1 ranks\\): one process only"):
         StressSession(cfg, StressOptions(minutes=1, out_dir=str(tmp_path), seed=1))
+
+
+def test_te_stress_cases_are_compared_only_where_te_must_match_bit_for_bit():
+    """Stress runs TE through the same runner as ``run``, so the TE stack's reference applies:
+    docs/gpu.md's compared roles, every other field left out."""
+    from harness.stacks.te.compared import compared_roles
+    from harness.stacks.te.stack import TEStack
+
+    stack = TEStack()
+    for case in draw(3, 3, TE, 2).cases:
+        n_layers = len(case.model.dims) - 1
+        expected = stack.expected_model(case.with_(name="stress/b000/c000"), 3, 2, 0, 0)
+        assert expected.final == {} and len(expected.steps) == case.steps
+        for t, states in enumerate(expected.steps):
+            assert sorted(states) == sorted(compared_roles(n_layers, t))
+            assert all(state.scale_inv is None for state in states.values())
