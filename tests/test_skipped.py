@@ -84,6 +84,23 @@ def test_the_controller_decides_before_any_rank_starts():
         session.close()
 
 
+def test_every_spmd_rank_skips_the_declined_case_and_runs_the_next(tmp_path):
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    if not os.path.exists(torchrun):
+        pytest.skip("no torchrun beside this Python")
+    cases = tmp_path / "cases.json"
+    cases.write_text(json.dumps([TENSORWISE, RUNS, USERBUFFERS]))
+    report = tmp_path / "run.json"
+    proc = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "harness", "run", "--case-file",
+                           str(cases), "--json", str(report)], cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert [(c["name"], c["outcome"]) for c in data["cases"]] == [
+        ("probe/tensorwise", "skipped"), ("probe/runs", "passed"), ("probe/userbuffers", "passed")]
+    assert data["complete"] and data["summary"]["skipped"] == 1
+
+
 def test_pytest_skips_a_declined_case_with_the_reason(tmp_path):
     (tmp_path / "conftest.py").write_text(textwrap.dedent('''
         pytest_plugins = ["harness.pytest_plugin"]
