@@ -71,15 +71,14 @@ def test_declined_cases_are_skipped_in_the_terminal_json_and_junit(tmp_path):
 
 def test_the_controller_decides_before_any_rank_starts():
     from harness.runner.config import RunConfig
-    from harness.runner.controller import CaseSession
+    from harness.runner.session import open_session
 
-    cfg = RunConfig(launcher="spawn", world_size=2).validate()
-    session = CaseSession(cfg)
+    session = open_session(RunConfig(launcher="spawn", world_size=2))
     try:
         report = session.run(CaseSpec.from_dict(TENSORWISE))
         assert report.outcome == "skipped" and "scaling='tensorwise'" in report.skip_reason
         assert report.repro.startswith("python -m harness run --sut emulated-patched --launcher spawn")
-        assert session.group is None and session.groups_started == 0
+        assert session.backend.group is None and session.backend.groups_started == 0
     finally:
         session.close()
 

@@ -28,7 +28,7 @@ def test_every_drawn_case_is_accepted_and_the_declared_space_is_covered(stack):
     for case in batch.cases:
         assert declined_reason(caps, case, 2) is None, case
         m = case.model
-        seen["format"].add(m.recipe.fp8_format)
+        seen["format"].add(m.recipe.fp8_format.value)
         seen["scaling"].add(m.scaling)
         seen["construction"].add(m.construction)
         seen["fp8_params"].add(m.fp8_params)
@@ -100,7 +100,7 @@ def test_stress_refuses_a_world_size_the_stack_declines(tmp_path):
     from harness.runner.config import RunConfig
     from harness.stress.session import StressOptions, StressSession
 
-    cfg = RunConfig(sut=f"{__name__}:ONE_RANK", world_size=2).validate()
+    cfg = RunConfig(sut=f"{__name__}:ONE_RANK", world_size=2)
     with pytest.raises(UsageError, match="world size 2 \\(it runs 1 to 1 ranks\\): one process only"):
         StressSession(cfg, StressOptions(minutes=1, out_dir=str(tmp_path), seed=1))
 

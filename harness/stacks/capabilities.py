@@ -11,7 +11,8 @@ space, any scaling name accepted). Who reads it, and when:
 * a stack's own build, where it refuses a model (``--sut te``: :mod:`harness.stacks.te.cases`),
   so the declaration is the one place that says what the stack runs.
 
-Plain data and pure functions: nothing here imports a stack, torch or the runner.
+Plain data and pure functions: nothing here imports a stack, torch or the runner (loading a
+stack by name imports this module, and a run refuses bad input before torch is imported).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import types
 from typing import Mapping, Optional
 
 from harness.errors import UsageError
-from harness.fp8.recipe import DelayedScalingRecipe, Format
 
 
 class Construction(enum.Enum):
@@ -33,7 +33,8 @@ class Construction(enum.Enum):
 
 
 DELAYED = "delayed"
-_DEFAULT_RECIPE = DelayedScalingRecipe()
+# The recipe formats by name (harness.fp8.recipe.Format's values; that module imports torch).
+FORMATS = ("HYBRID", "E4M3", "E5M2")
 # The keys a declaration may explain (``why``): one per check of declined_reason.
 WHY_KEYS = ("world_size", "userbuffers", "scaling", "format", "recipe", "reduce_amax", "construction",
             "fp8_params", "data_parallel", "bias", "dims", "batch")
@@ -44,6 +45,8 @@ _BOTH = (False, True)
 class Capabilities:
     """A stack's declared case space. Tuples are in the order stress prefers (first = simplest).
 
+    ``formats`` are format names (``"HYBRID"``, ``"E4M3"``, ``"E5M2"``; ``Format`` members are
+    accepted and stored by name).
     ``scalings=None`` accepts every scaling name (a stack that declares nothing) and stress draws
     ``"delayed"`` only. ``delayed_recipe=False``: the stack ignores the delayed recipe's margin,
     history length and compute algorithm (it scales from each tensor's own amax), so a case
@@ -52,7 +55,7 @@ class Capabilities:
     refusal, by check (see :data:`WHY_KEYS`); the reason then carries it.
     """
 
-    formats: tuple = (Format.HYBRID, Format.E4M3, Format.E5M2)
+    formats: tuple = FORMATS
     scalings: Optional[tuple] = None
     constructions: tuple = (Construction.COPY, Construction.INIT_CAST)
     fp8_params: tuple = (True, False)
@@ -69,7 +72,7 @@ class Capabilities:
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)
-        set_("formats", _members(Format, self.formats, "formats"))
+        set_("formats", _format_names(self.formats))
         set_("constructions", _members(Construction, self.constructions, "constructions"))
         if self.scalings is not None:
             scalings = _tuple(self.scalings, "scalings")
@@ -108,7 +111,7 @@ class Capabilities:
 
     def to_dict(self) -> dict:
         """Plain data for reports (``stress.json``'s config)."""
-        return {"formats": [f.value for f in self.formats], "scalings": list(self.drawn_scalings()),
+        return {"formats": list(self.formats), "scalings": list(self.drawn_scalings()),
                 "any_scaling": self.scalings is None,
                 "constructions": [c.value for c in self.constructions], "fp8_params": list(self.fp8_params),
                 "data_parallel": list(self.data_parallel), "bias": list(self.bias),
@@ -152,13 +155,12 @@ def model_declined_reason(caps: Capabilities, model) -> str | None:
     if caps.scalings is not None and model.scaling not in caps.scalings:
         return _reason(caps, "scaling", f"scaling={model.scaling!r} (it runs {', '.join(caps.scalings)})")
     recipe = model.recipe
-    if recipe.fp8_format not in caps.formats:
-        return _reason(caps, "format", f"fp8_format={recipe.fp8_format.value} (it runs "
-                                       f"{', '.join(f.value for f in caps.formats)})")
+    if recipe.fp8_format.value not in caps.formats:
+        return _reason(caps, "format", f"fp8_format={recipe.fp8_format.value} (it runs {', '.join(caps.formats)})")
     if not caps.delayed_recipe:
+        default = type(recipe)().to_dict()
         changed = [f"{name}={value}" for name, value in recipe.to_dict().items()
-                   if name in ("margin", "amax_history_len", "amax_compute_algo")
-                   and value != _DEFAULT_RECIPE.to_dict()[name]]
+                   if name in ("margin", "amax_history_len", "amax_compute_algo") and value != default[name]]
         if changed:
             return _reason(caps, "recipe", f"recipe {', '.join(changed)} (it has no amax history, margin or compute "
                                            f"algorithm: leave them at their defaults)")
@@ -206,8 +208,8 @@ def declined_reason(caps: Capabilities, case, world_size: int | None = None) -> 
 def declined_by(stack, case, world_size: int) -> str | None:
     """The skip reason the runners report when ``stack`` declines ``case``, or None to run it.
 
-    Called once per case by each runner (``CaseSession.run``, ``InprocSession.run``,
-    ``run_spmd``) before the case goes to any rank.
+    Called once per case by :meth:`harness.runner.pipeline.CasePipeline.run` (every session: in
+    process, controller, SPMD) before the case goes to any rank.
     """
     reason = declined_reason(capabilities_of(stack), case, world_size)
     return f"{getattr(stack, 'name', 'the stack')} declines this case: {reason}" if reason else None
@@ -245,6 +247,19 @@ def _member(kind, value):
         if str(value).lower() in (member.value.lower(), member.name.lower()):
             return member
     return None
+
+
+def _format_names(values) -> tuple:
+    """Format names from names (any case) or ``Format`` members, checked."""
+    values = _tuple(values, "formats")
+    names = tuple(getattr(v, "value", v) for v in values)
+    names = tuple(n.upper() if isinstance(n, str) else n for n in names)
+    bad = [v for v, n in zip(values, names) if n not in FORMATS]
+    if bad:
+        raise UsageError(f"stack capabilities: formats entry {bad[0]!r} is not one of {', '.join(FORMATS)}")
+    if len(set(names)) != len(names):
+        raise UsageError(f"stack capabilities: formats lists a value twice: {values!r}")
+    return names
 
 
 def _members(kind, values, name: str) -> tuple:

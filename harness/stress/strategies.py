@@ -27,7 +27,7 @@ import math
 from hypothesis import strategies as st
 
 from harness.case.spec import SPECIALS, CaseSpec
-from harness.fp8.recipe import AmaxComputeAlgo, DelayedScalingRecipe, Format
+from harness.fp8.recipe import DelayedScalingRecipe
 from harness.stacks.capabilities import UNDECLARED, Capabilities, Construction
 from harness.stacks.protocol import ModelSpec
 
@@ -68,7 +68,7 @@ def _flags(allowed) -> st.SearchStrategy[bool]:
 @functools.lru_cache(maxsize=32)
 def _strategies(caps: Capabilities) -> dict:
     """The strategies for one declaration, built once (cheap to draw from, not to construct)."""
-    formats = [f for f in FORMATS if Format(f) in caps.formats]
+    formats = [f for f in FORMATS if f in caps.formats]
     if caps.delayed_recipe:
         margin, history, algo = st.integers(0, 3), st.sampled_from(HISTORY_LENGTHS), st.sampled_from(ALGOS)
     else:   # the stack ignores them: the recipe's defaults, nothing drawn
