@@ -252,7 +252,8 @@ class LifetimeJudge:
         if memo is not None:
             return Verdict(Lifetime.PARAM, True, memo)
         part = f"{shown} belongs to parameter {name}" if shown != name else f"parameter {name}"
-        return Verdict(Lifetime.PARAM, False, f"{part}, the caller's container, so its lifetime cannot be seen here")
+        identity = f"{place.module.path}::{scope.qualname}:{name}" if shown == name else None
+        return Verdict(Lifetime.PARAM, False, f"{part}, the caller's container, so its lifetime cannot be seen here", identity)
 
     def _fresh_memo(self, name: str, scope: Scope, place: Place) -> Optional[str]:
         """``def walk(x, seen=None): if seen is None: seen = set()``: a memo that starts fresh on
@@ -410,6 +411,8 @@ class LifetimeJudge:
             call = parents.get(use)
             if not (isinstance(call, ast.Call) and call.func is use):
                 return f"is passed on as a value at line {use.lineno}"
+            if _is_generator(node) and _consumed(call, parents):
+                continue   # list(gen()), for x in gen(), f(gen()): the generator is used up here
             for destination in destinations(call, parents):
                 if destination.kind is Goes.TEMPORARY:
                     continue
@@ -596,3 +599,20 @@ def _passed(call: ast.Call, scope: Scope, name: str) -> Optional[ast.expr]:
         if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
             return call.args[index]
     return None
+
+
+def _is_generator(function: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in walk_same_scope(function))
+
+
+def _consumed(call: ast.Call, parents: dict) -> bool:
+    """Whether the generator ``call`` makes is iterated where it is made: an argument of a
+    call, the iterable of a ``for`` or a comprehension."""
+    parent = parents.get(call)
+    if isinstance(parent, ast.keyword):
+        parent = parents.get(parent)
+    if isinstance(parent, ast.Call) and call is not parent.func:
+        return True
+    if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is call:
+        return True
+    return isinstance(parent, ast.comprehension) and parent.iter is call
