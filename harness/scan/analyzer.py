@@ -4,9 +4,11 @@
 bound to id-derived values (see :class:`~harness.scan.flow.FlowState`). At each sink
 -- a subscript, a dict/set method, a membership test, a dict or set built in place, an
 ``lru_cache`` call, an id stored on an attribute -- it records a :class:`Hit` with the
-lifetime verdict of the container. :func:`judge_hits` then turns hits into findings once
+lifetime verdict of the container and what keeps the object alive (the entry, a finalizer, a
+second holder: :mod:`harness.scan.holders`), and every removal of one entry (for
+:mod:`harness.scan.resets`). :func:`harness.scan.registry.judge` then judges the hits once
 every module has been walked, because a read (``id(x) in registry``) is safe exactly when
-every store into that registry, in any scanned file, keeps its object alive.
+every store into that registry, in any scanned file, is safe.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from harness.scan.facts import Factory, ModuleFacts
 from harness.scan.flow import FlowState
 from harness.scan.keys import KeyFacts, KeyKind
 from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, roots
-from harness.scan.lifetime import MUTATORS, LifetimeJudge, Lifetime, Verdict
+from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
 from harness.scan.resets import Prune
 from harness.scan.scopes import Binding
 from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope

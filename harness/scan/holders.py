@@ -27,7 +27,7 @@ import builtins
 from typing import Optional
 
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import render, root_of, same_expr, walk_same_scope
 
 _BUILTIN_NAMES = set(dir(builtins))
 _TUPLE_BUILDERS = {"tuple", "frozenset"}
@@ -223,11 +223,3 @@ def membership_guards(sink: ast.AST, key_node: ast.expr, place, judge) -> list[t
         if verdict.identity:
             found.append((verdict.identity, node.lineno))
     return found
-
-
-def class_method(module, class_name: Optional[str], name: str) -> Optional[ast.AST]:
-    return module.functions.get(f"{class_name}.{name}") if class_name else None
-
-
-def dotted_name(node: ast.expr) -> str:
-    return dotted(node) or render(node)

@@ -103,7 +103,7 @@ def _judge_read(hit: Hit, by_identity: dict, by_attribute: dict, clears: dict) -
     stores = by_identity.get(identity) if identity else None
     if stores:
         if all(stores):
-            return Judged(hit, Severity.SAFE, f"every store into {_short(identity)} in the scanned files keeps its object alive")
+            return Judged(hit, Severity.SAFE, f"every store into {_short(identity)} in the scanned files is safe, so a read finds no stale entry")
         return hazard
     if identity and identity in clears:
         clear = clears[identity][0]
@@ -111,7 +111,7 @@ def _judge_read(hit: Hit, by_identity: dict, by_attribute: dict, clears: dict) -
     attribute = hit.attribute
     if attribute and by_attribute.get(attribute) and hit.verdict.lifetime in (Lifetime.PARAM, Lifetime.UNKNOWN, Lifetime.GLOBAL_OBJECT):
         if all(by_attribute[attribute]):
-            return Judged(hit, Severity.SAFE, f"every store into an attribute named {attribute} in the scanned files keeps its object alive")
+            return Judged(hit, Severity.SAFE, f"every store into an attribute named {attribute} in the scanned files is safe, so a read finds no stale entry")
         return hazard
     if hit.verdict.lifetime in (Lifetime.PARAM, Lifetime.UNKNOWN) and hit.key is not None and hit.key.objects:
         # The id is taken here, of an object alive here: only a stale entry the caller put
