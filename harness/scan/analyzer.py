@@ -685,14 +685,22 @@ def _is_items_call(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "items"
 
 
-def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> tuple[list[Hit], list[Prune]]:
-    """Every module's hits, and every removal by an id-derived key (for the bounds of
-    :mod:`harness.scan.resets`)."""
+def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> tuple[list[Hit], list[Prune], dict[str, str]]:
+    """Every module's hits, every removal of one entry (for the bounds of
+    :mod:`harness.scan.resets`), and the modules the walk could not finish, with why: a
+    module whose structure defeats the analysis (nesting deeper than the recursion limit)
+    is reported as not checked, and the scan goes on."""
     hits: list[Hit] = []
     prunes: list[Prune] = []
+    failed: dict[str, str] = {}
     for module in modules:
         analyzer = ModuleAnalyzer(module, factories)
-        hits.extend(analyzer.run())
+        try:
+            module_hits = analyzer.run()
+        except RecursionError as error:
+            failed[module.path] = f"the analysis went deeper than Python's recursion limit ({error})"
+            continue
+        hits.extend(module_hits)
         prunes.extend(analyzer.prunes)
-    return hits, prunes
+    return hits, prunes, failed
 

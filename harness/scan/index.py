@@ -17,6 +17,9 @@ from typing import Callable, Optional
 
 from harness.scan.syntax import callee_name
 
+# Beyond this many files calling a name, its calls are not judged one by one.
+MAX_CALLING_FILES = 25
+
 
 @dataclasses.dataclass(frozen=True)
 class CallSite:
@@ -35,7 +38,7 @@ class ScanIndex:
         self._sources = sources
         self._make_facts = make_facts
         self._facts: dict[str, object] = {}
-        self._calls: dict[str, list[CallSite]] = {}
+        self._calls: dict[str, Optional[list[CallSite]]] = {}
 
     def adopt(self, module) -> None:
         """Use ``module`` (already built by the scanner) for its path."""
@@ -47,14 +50,19 @@ class ScanIndex:
             self._facts[path].index = self
         return self._facts[path]
 
-    def calls_of(self, name: str) -> list[CallSite]:
-        """Every call ``name(...)`` or ``x.name(...)`` in the scanned files."""
+    def calls_of(self, name: str) -> Optional[list[CallSite]]:
+        """Every call ``name(...)`` or ``x.name(...)`` in the scanned files, or None when the
+        name is called from more than :data:`MAX_CALLING_FILES` files (a name that common
+        says little about which function is called, and judging every call costs memory
+        and time on big trees: the caller then assumes the worst)."""
         if name not in self._calls:
             pattern = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\(")
+            paths = [path for path, source in self._sources.items() if path in self._trees and pattern.search(source)]
+            if len(paths) > MAX_CALLING_FILES:
+                self._calls[name] = None
+                return None
             found: list[CallSite] = []
-            for path, source in self._sources.items():
-                if path not in self._trees or not pattern.search(source):
-                    continue
+            for path in paths:
                 module = self.facts(path)
                 for node in ast.walk(module.tree):
                     if isinstance(node, ast.Call) and callee_name(node) == name:
@@ -63,6 +71,7 @@ class ScanIndex:
         return self._calls[name]
 
 
-def callers(index: Optional[ScanIndex], name: str) -> list[CallSite]:
-    """The call sites of ``name`` in the scan; none when the module stands alone."""
+def callers(index: Optional[ScanIndex], name: str) -> Optional[list[CallSite]]:
+    """The call sites of ``name`` in the scan; none when the module stands alone, None when
+    there are too many to judge."""
     return index.calls_of(name) if index is not None else []

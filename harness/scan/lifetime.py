@@ -16,7 +16,7 @@ import enum
 from typing import Optional
 
 from harness.scan.environment import Place
-from harness.scan.index import callers
+from harness.scan.index import CallSite, callers
 from harness.scan.scopes import UNTRACKED, Binding, Scope, ScopeKind
 from harness.scan.syntax import callee_name, dotted, render, root_of, walk_same_scope
 
@@ -53,6 +53,8 @@ FRESH_CONSTRUCTORS = {
     "dict", "set", "list", "frozenset", "tuple", "defaultdict", "OrderedDict", "Counter",
     "deque", "WeakValueDictionary", "WeakKeyDictionary", "WeakSet", "ChainMap", "copy", "deepcopy",
 }
+# Class names that say "a new container" (OrderedSet, IdentityDict, WeakIdKeyDictionary).
+_CONTAINER_SUFFIXES = ("Set", "Dict", "Dictionary", "List", "Map", "Deque")
 # Builtins a value flows through unchanged in membership (set(ids) still holds the ids).
 _PASS_THROUGH_CALLS = {"set", "frozenset", "list", "tuple", "dict", "sorted", "reversed", "iter", "enumerate", "zip", "filter", "chain"}
 # Methods of the receiver that return (part of) the receiver's content.
@@ -97,7 +99,8 @@ def is_fresh(value: Optional[ast.expr]) -> bool:
         name = callee_name(value)
         if isinstance(value.func, ast.Attribute) and name == "copy":
             return True
-        return name in FRESH_CONSTRUCTORS
+        # OrderedSet(), IdentityDict(), WeakIdKeyDictionary(): a container class, by its name
+        return name in FRESH_CONSTRUCTORS or (name is not None and name[:1].isupper() and name.endswith(_CONTAINER_SUFFIXES))
     if isinstance(value, ast.BinOp):
         return True  # set and dict operators build a new container
     if isinstance(value, ast.IfExp):
@@ -225,9 +228,13 @@ class LifetimeJudge:
             return Verdict(Lifetime.CLASS, False, f"class attribute {scope.name}.{name} lives as long as the class", identity)
         if binding is Binding.CLOSURE:
             identity = f"{place.module.path}::{owner.qualname}:{name}" + (f".{path}" if path else "")
-            if owner.kind is ScopeKind.FUNCTION and name in owner.assigned and self._nested_escape(scope, owner, place) is None:
-                # Captured only by nested functions that run within the owner's call.
-                verdict = self._local(name, owner, place.at(owner), shown, depth, path)
+            if owner.kind is ScopeKind.FUNCTION and self._nested_escape(scope, owner, place) is None:
+                # Captured only by nested functions that run within the owner's call: as
+                # long-lived as the owner's own local or parameter.
+                if name in owner.params:
+                    verdict = self._parameter(name, owner, place.at(owner), shown, depth)
+                else:
+                    verdict = self._local(name, owner, place.at(owner), shown, depth, path)
                 return dataclasses.replace(verdict, identity=verdict.identity or identity)
             return Verdict(
                 Lifetime.CLOSURE, False,
@@ -248,32 +255,35 @@ class LifetimeJudge:
             if all(verdict is not None and verdict.safe for verdict in judged):
                 lines = ", ".join(str(call.lineno) for call, _ in callers)
                 return Verdict(Lifetime.PARAM, True, f"parameter {name}: every caller in this file passes a container that dies with it (line {lines})")
-        memo = self._fresh_memo(name, scope, place)
+        memo = self._fresh_memo(name, scope, place, depth)
         if memo is not None:
             return Verdict(Lifetime.PARAM, True, memo)
         part = f"{shown} belongs to parameter {name}" if shown != name else f"parameter {name}"
         identity = f"{place.module.path}::{scope.qualname}:{name}" if shown == name else None
         return Verdict(Lifetime.PARAM, False, f"{part}, the caller's container, so its lifetime cannot be seen here", identity)
 
-    def _fresh_memo(self, name: str, scope: Scope, place: Place) -> Optional[str]:
+    def _fresh_memo(self, name: str, scope: Scope, place: Place, depth: int) -> Optional[str]:
         """``def walk(x, seen=None): if seen is None: seen = set()``: a memo that starts fresh on
         each outermost call and is passed only down the recursion. None unless every caller in
         the scanned files that passes it passes a container that dies with the call."""
-        if not _defaults_to_none(scope, name) or not scope.values.get(name):
+        if depth >= 3 or not _defaults_to_none(scope, name) or not scope.values.get(name):
             return None
         if not all(is_fresh(value) for value in scope.values[name]):
             return None
         if self.escape(name, scope, place) is not None:
             return None
         if isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for site in callers(place.module.index, scope.node.name):
+            sites = callers(place.module.index, scope.node.name)
+            if sites is None:
+                return None
+            for site in sites:
                 if site.scope is scope:
                     continue
                 argument = _passed(site.call, scope, name)
                 if argument is None:
                     continue
                 caller_place = place.at(site.scope) if site.module is place.module else _place_in(site, place)
-                if not self.container(argument, caller_place, depth=3).safe:
+                if not self.container(argument, caller_place, depth=depth + 1).safe:
                     return None
         line = scope.values[name][0].lineno
         return f"parameter {name} defaults to None and starts as a new container (line {line}) on each outermost call; it is passed only down the calls it makes"
@@ -403,15 +413,22 @@ class LifetimeJudge:
                 return f"is decorated with {render(decorator)}, which may keep it"
         parent = scope.parent
         parents = place.module.parents
+        generator = _is_generator(node)
         for use in ast.walk(parent.node):
             if not (isinstance(use, ast.Name) and use.id == node.name and isinstance(use.ctx, ast.Load)):
                 continue
             if place.module.scope_of(use).resolve(node.name)[1] is not parent:
                 continue
             call = parents.get(use)
+            if isinstance(call, ast.keyword):
+                call = parents.get(call)
+            if _calls_and_drops(call, use):
+                continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
             if not (isinstance(call, ast.Call) and call.func is use):
                 return f"is passed on as a value at line {use.lineno}"
-            if _is_generator(node) and _consumed(call, parents):
+            if not generator:
+                continue   # calling a function keeps nothing of it; only a generator lives on in its result
+            if _consumed(call, parents):
                 continue   # list(gen()), for x in gen(), f(gen()): the generator is used up here
             for destination in destinations(call, parents):
                 if destination.kind is Goes.TEMPORARY:
@@ -455,7 +472,13 @@ class LifetimeJudge:
             self._returning.discard(scope)
 
     def _callers_keep(self, scope: Scope, place: Place, depth: int) -> Optional[str]:
-        sites = [site for site in callers(place.module.index, scope.node.name) if site.scope is not scope]
+        if scope.parent is not None and scope.parent.kind is ScopeKind.FUNCTION:
+            found = _nested_calls(scope, place)      # a nested function: its callers are beside it
+        else:
+            found = callers(place.module.index, scope.node.name)
+        if found is None:
+            return f"returned to the callers of {scope.node.name}(), too many to judge, who may keep it"
+        sites = [site for site in found if site.scope is not scope]
         if not sites:
             return "returned to callers outside the scanned files, who may keep it"
         for site in sites:
@@ -573,6 +596,18 @@ def _function_called(call: ast.Call, place: Place) -> Optional[ast.AST]:
     return place.module.functions.get(qualified) if qualified else None
 
 
+def _nested_calls(scope: Scope, place: Place) -> list:
+    """The calls of the nested function ``scope`` within the function that defines it."""
+    name = scope.node.name
+    module = place.module
+    return [
+        CallSite(module, node, module.scope_of(node))
+        for node in ast.walk(scope.parent.node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
+        and module.scope_of(node).resolve(name)[1] is scope.parent
+    ]
+
+
 def _place_in(site, place: Place) -> Place:
     return Place(site.module, site.scope, type(place.flow)(), place.factories)
 
@@ -599,6 +634,22 @@ def _passed(call: ast.Call, scope: Scope, name: str) -> Optional[ast.expr]:
         if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
             return call.args[index]
     return None
+
+
+# Functions that call the function they are given while they run and keep nothing of it.
+_CALLS_AND_DROPS = {
+    "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
+    "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
+}
+
+
+def _calls_and_drops(call: Optional[ast.AST], use: ast.Name) -> bool:
+    """``use`` (a nested function's name) is an argument of a call that only calls it."""
+    return (
+        isinstance(call, ast.Call)
+        and call.func is not use
+        and callee_name(call) in _CALLS_AND_DROPS
+    )
 
 
 def _is_generator(function: ast.AST) -> bool:

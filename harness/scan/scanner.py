@@ -154,7 +154,13 @@ def scan_paths(paths: Iterable[str]) -> ScanResult:
             modules.append(index.facts(path))
     for module in modules:
         find_id_attributes(module, _place_for, factories)
-    hits, prunes = analyze(modules, factories)
+    hits, prunes, failed = analyze(modules, factories)
+    for path, reason in failed.items():
+        findings.append(Finding(
+            path, 1, 1, Code.FILE_NOT_PARSED, Severity.ERROR,
+            f"{reason}; this file was parsed but not checked (a limit of the scan: please report it)",
+            lines[path][0].strip() if lines[path] else "",
+        ))
     clears = [clear for module in modules for clear in exit_clears(module)]
     judged = judge(hits, prunes, clears)
     findings.extend(to_findings(judged, lines))
