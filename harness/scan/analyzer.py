@@ -504,7 +504,7 @@ class ModuleAnalyzer:
             if finalizer is not None:
                 reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
                 continue
-            sibling = self._sibling_holder(sink, obj, container) or loop_holder(sink, obj, container, self.place, self.judge)
+            sibling = self._sibling_holder(sink, obj, container) or loop_holder(sink, obj, container, self.place)
             if sibling is not None:
                 reasons.append(sibling)
                 continue

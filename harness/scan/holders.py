@@ -127,7 +127,7 @@ def _top_level(statement: ast.stmt):
                 yield from _top_level(inner)
 
 
-def loop_holder(sink: ast.AST, obj: ast.expr, container: ast.expr, place, judge) -> Optional[str]:
+def loop_holder(sink: ast.AST, obj: ast.expr, container: ast.expr, place) -> Optional[str]:
     """``for m in mods: seen.add(id(m))`` where ``mods`` is a tuple bound in the same function
     as ``seen``: the tuple holds every object for as long as the registry can be reached."""
     if not isinstance(obj, ast.Name):
