@@ -73,6 +73,10 @@ class Stack(Protocol):
     # TE's delayed scaling (the default reference).
     # Optional: def builtin_cases(self) -> list[CaseSpec] -- the cases `run` selects from for
     # this stack when no --case-file is given (default: harness.case.catalog.builtin_cases()).
+    # Optional: def all_cases(self) -> list[CaseSpec] -- what a --cases selection chooses from,
+    # when it differs from builtin_cases() (cases a plain run leaves out, like TE's Userbuffers family).
+    # Optional: def check_world_size(self, world_size) -> None -- raise harness.errors.SetupError
+    # (one line) when this machine cannot run that many ranks of the stack; called before any rank starts.
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.
