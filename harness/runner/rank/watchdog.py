@@ -16,10 +16,10 @@ import threading
 import time
 
 from harness.idreuse.morgue import run_quietly
-from harness.runner.rank.worker import ORPHAN_EXIT_CODE
 
 __harness_hidden__ = True
 
+ORPHAN_EXIT_CODE = 70     # the controller is gone (a rank's exit status then)
 STALL_MARGIN_S = 2.0      # beyond the deadline: the collective's own timeout fires first if it can
 
 

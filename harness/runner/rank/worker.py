@@ -20,8 +20,6 @@ import sys
 
 __harness_hidden__ = True
 
-ORPHAN_EXIT_CODE = 70     # as the watchdog's: the controller is gone
-
 
 def discover_rank() -> tuple[int, int]:
     env = os.environ
@@ -46,6 +44,8 @@ def _set_parent_death_signal(parent_pid: int) -> None:
     except Exception:
         pass
     if os.getppid() != parent_pid:
+        from harness.runner.rank.watchdog import ORPHAN_EXIT_CODE   # torch-free
+
         os._exit(ORPHAN_EXIT_CODE)
 
 
