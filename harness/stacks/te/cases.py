@@ -7,14 +7,15 @@ layer width rounded up to a multiple of 16, names unchanged (``reproduce:`` line
 same shapes, since ``--sut te`` selects from this catalogue), less what this adapter declines:
 
 * ``construction="init_cast"``: ``te.Linear`` records the amax of its construction cast in
-  the weight's history; the reference's init-cast path is TE's operation-based Linear, which
-  casts with a dummy amax, and this adapter does not build that one;
+  the weight's history, and so does TE 2.x's operation-based ``BasicLinear`` (its weight
+  quantizer's amax is row 0 of that history); the reference's init-cast path is a cast with
+  a dummy amax, which neither takes;
 * the E5M2 format: TE's ``DelayedScaling`` refuses pure E5M2 training;
-* Userbuffers-style tensor parallelism (``userbuffers=true``): TE's Userbuffers
-  (``te.ops`` with ``initialize_ub``) are not wired into this adapter;
 * bias and scalings other than delayed scaling: the delayed-scaling reference has neither.
 
-A case file may still ask for any of these; the build then fails with the reason.
+A case file may still ask for any of these; the build then fails with the reason. The
+Userbuffers family (``userbuffers=true``) is built from TE's fusible ops, in its own shapes
+(:mod:`harness.stacks.te.ub_cases`).
 """
 
 from __future__ import annotations
@@ -34,13 +35,10 @@ class DeclinedCase(ValueError):
 
 
 def decline_reason(spec: ModelSpec) -> str | None:
-    """Why ``--sut te`` does not run a model of this spec (shapes aside), or None."""
-    if spec.userbuffers:
-        return ("--sut te does not run Userbuffers-style cases (userbuffers=true): TE's Userbuffers "
-                "(te.ops with initialize_ub) are not wired into this adapter")
+    """Why ``--sut te`` does not build this spec as ``te.Linear`` layers (shapes aside), or None."""
     if spec.construction == "init_cast":
         return ("--sut te builds te.Linear, which records its construction cast's amax; the init_cast path "
-                "(a dummy amax) is TE's operation-based Linear: use construction=copy")
+                "(a cast with a dummy amax) is not what TE 2.x's layers do: use construction=copy")
     if spec.recipe.fp8_format is Format.E5M2:
         return "--sut te: TE's DelayedScaling refuses the E5M2 format (no pure E5M2 training)"
     if spec.bias:
@@ -88,7 +86,7 @@ def fit_shapes(case: CaseSpec) -> CaseSpec:
 
 
 def declined_cases() -> dict[str, str]:
-    """Catalogue case name -> why ``--sut te`` leaves it out."""
+    """Catalogue case name -> why ``--sut te`` leaves it out (Userbuffers: ``ub_cases.declined_cases``)."""
     return {case.name: reason for case in catalogue_cases()
             if (reason := decline_reason(case.model)) is not None}
 
