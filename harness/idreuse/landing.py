@@ -33,6 +33,8 @@ from typing import Callable, Optional
 from harness.errors import HarnessError
 from harness.idreuse.morgue import land_on, probe_slots
 
+__harness_hidden__ = True
+
 # Tries before giving up: each one keeps an object alive until the scenario ends.
 LANDING_LIMIT = 20_000
 
