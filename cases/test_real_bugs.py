@@ -46,31 +46,28 @@ def _runs(bug: str, form: Form, reuse: bool, count: int):
         return [SCENARIOS[bug](form, reuse) for _ in range(count)]
 
 
-def _command(bug: str, test: str) -> str:
-    return f"./scripts/test 'cases/test_real_bugs.py::{test}[{bug}]' -s"
+def _command(bug: str, test: str, prefix: str = "") -> str:
+    return f"./scripts/test 'cases/test_real_bugs.py::{test}[{prefix}{bug}]' -s"
 
 
 @pytest.mark.parametrize("bug", sorted(SCENARIOS))
-def test_released_code_answers_wrong_every_time(bug):
-    outcomes = _runs(bug, Form.RELEASED, True, N)
-    wrong = sum(o.wrong and o.landed and bool(o.stale) for o in outcomes)
-    print(f"\n{bug}: released code wrong in {wrong} of {N} runs; first: {outcomes[0].describe()}")
-    bad = next((o for o in outcomes if not (o.wrong and o.landed and o.stale)), None)
-    assert bad is None, (
-        f"{bug}: released code wrong in only {wrong} of {N} runs; a run that was not: {bad.describe()}\n"
-        f"reproduce: {_command(bug, 'test_released_code_answers_wrong_every_time')}"
-    )
+@pytest.mark.parametrize("form", list(Form), ids=[form.value for form in Form])
+def test_every_run_answers_as_its_form_says(form, bug):
+    """Released: every run wrong, the new object on the dead one's address, the dead id found
+    in the registry. Fixed: every run right, landed the same way, nothing stale."""
+    released = form is Form.RELEASED
 
+    def as_expected(o) -> bool:
+        return o.landed and o.wrong == released and bool(o.stale) == released
 
-@pytest.mark.parametrize("bug", sorted(SCENARIOS))
-def test_fixed_registry_answers_right_every_time(bug):
-    outcomes = _runs(bug, Form.FIXED, True, N)
-    right = sum(not o.wrong and o.landed and not o.stale for o in outcomes)
-    print(f"\n{bug}: fixed registry right in {right} of {N} runs")
-    bad = next((o for o in outcomes if o.wrong or not o.landed or o.stale), None)
+    outcomes = _runs(bug, form, True, N)
+    count = sum(as_expected(o) for o in outcomes)
+    verdict = "wrong" if released else "right"
+    print(f"\n{bug}: {form.value} code {verdict} in {count} of {N} runs; first: {outcomes[0].describe()}")
+    bad = next((o for o in outcomes if not as_expected(o)), None)
     assert bad is None, (
-        f"{bug}: fixed registry right in only {right} of {N} runs; a run that was not: {bad.describe()}\n"
-        f"reproduce: {_command(bug, 'test_fixed_registry_answers_right_every_time')}"
+        f"{bug}: {form.value} code {verdict} in only {count} of {N} runs; a run that was not: {bad.describe()}\n"
+        f"reproduce: {_command(bug, 'test_every_run_answers_as_its_form_says', form.value + '-')}"
     )
 
 

@@ -93,7 +93,8 @@ Everything else is a hazard, notably module globals, class attributes, ``self.``
 attributes, closure variables, containers passed in by unknown callers and anything
 returned. Hazards and IDK010/IDK011 (severity ``error``) make the exit status 1; only safe
 findings, or none, give 0; bad input (an empty path, a path that does not exist, a
-directory with no Python file) gives 2 with one line on stderr.
+directory with no Python file) gives 2 with one line on stderr. ``--sentinel-registries``
+only lists, and exits 0 (2 on bad input), so ``$(...)`` works under ``set -e``.
 
 Data flow
 ---------

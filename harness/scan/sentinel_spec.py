@@ -25,6 +25,14 @@ from typing import Optional
 from harness.scan.finding import RegistryFinding, Severity
 
 _NAMEABLE = {"module", "class", "global object"}
+_HOLDERS = {
+    "local": "a local of a function",
+    "closure": "a closure",
+    "instance": "an instance",
+    "parameter": "a container the caller passes",
+    "returned": "a container a function returns",
+    "temporary": "a temporary",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +75,8 @@ def sentinel_registries(findings: list[RegistryFinding], class_files: dict[str, 
         first = finding.first
         where = f"{finding.name} ({first.path}:{first.line})"
         if finding.lifetime not in _NAMEABLE:
-            left_out.append(f"{where}: a {finding.lifetime or 'short-lived'} registry, not reachable from a module")
+            holder = _HOLDERS.get(finding.lifetime, "an object the scan cannot name")
+            left_out.append(f"{where}: lives in {holder}, which no module attribute reaches")
             continue
         spec = _spec(finding, class_files, roots)
         if spec is None:

@@ -208,7 +208,7 @@ def test_sentinel_registries_are_printed_as_plugin_options(tmp_path, capsys):
         def remember(x, v):
             _BY_ID[id(x)] = v
         """)
-    assert main(["--sentinel-registries", str(package)]) == 1
+    assert main(["--sentinel-registries", str(package)]) == 0
     captured = capsys.readouterr()
     assert captured.out.splitlines() == [
         "--sentinel-registry=pkg.state:Manager.params",
@@ -221,9 +221,9 @@ def test_sentinel_registries_name_a_namespace_package_scanned_by_name(tmp_path, 
     write(tmp_path, "ns/core/__init__.py", "")
     write(tmp_path, "ns/core/utils.py", HAZARD_SOURCE)
     monkeypatch.chdir(tmp_path)
-    assert main(["--sentinel-registries", "ns"]) == 1
+    assert main(["--sentinel-registries", "ns"]) == 0
     assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:_REGISTRY\n"
-    assert main(["--sentinel-registries", "."]) == 1
+    assert main(["--sentinel-registries", "."]) == 0
     assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:_REGISTRY\n"
 
 
