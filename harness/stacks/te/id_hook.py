@@ -1,7 +1,7 @@
 """``--sut te-buggy``: TE's pre-fix id bookkeeping and post-cast hook, put back into TE on purpose.
 
-Before TE PR #1326 (DESIGN section 1), TE tracked FP8 parameters by ``id(param._data)``. This
-module restores that logic around TE 2.x, written from that description, so the harness's
+Before TE PR #1326 (docs/design.md, "The bug"), TE tracked FP8 parameters by ``id(param._data)``.
+This module restores that logic around TE 2.x, written from that description, so the harness's
 oracles can be shown to catch the bug on the real stack. Nothing here runs unless the stack is
 loaded as ``te-buggy`` (or ``--sut te --inject id-hook``).
 
