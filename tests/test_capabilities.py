@@ -93,17 +93,34 @@ def test_a_stack_that_declares_nothing_runs_every_case_it_ran_before():
 
 
 @pytest.mark.parametrize("change, check, why", [
-    ({"userbuffers": True}, "userbuffers=true", "userbuffers"),
     ({"scaling": "tensorwise"}, "scaling='tensorwise'", "scaling"),
     ({"recipe": DelayedScalingRecipe(fp8_format="E5M2")}, "fp8_format=E5M2", "format"),
     ({"construction": "init_cast"}, "construction='init_cast'", "construction"),
-    ({"bias": True}, "bias=true", "bias"),
     ({"dims": (16, 24)}, "dims [16, 24]", "dims"),
 ])
 def test_te_declines_what_docs_gpu_md_lists_with_the_reason(change, check, why):
     reason = declined_reason(TE, _case(**change), 2)
     assert reason is not None and reason.startswith(check), reason
     assert reason.endswith(": " + TE.why[why])
+
+
+def test_te_runs_bias_and_userbuffers_only_together_and_userbuffers_in_its_own_shapes():
+    from harness.stacks.te import ub_cases
+
+    assert declined_reason(TE, _case(bias=True), 2) == te_cases.LINEAR_BIAS
+    ub = _case(userbuffers=True, bias=True, data_parallel=False, dims=(128, 128), batch=32)
+    assert declined_reason(TE, ub, 2) is None
+    assert declined_reason(TE, ub, 1) == "userbuffers=true at world size 1: Userbuffers-style tensor parallelism " \
+                                         "needs at least 2 ranks"
+    narrow = _case(userbuffers=True, data_parallel=False, dims=(16, 32))
+    assert declined_reason(TE, narrow, 2) == ub_cases.shape_reason((16, 32), 2, True)
+    assert declined_reason(TE, _case(userbuffers=True, tp_layout="diagonal", dims=(128, 128)), 2) == \
+        ub_cases.decline_reason(_case(userbuffers=True, tp_layout="diagonal").model)
+    for case in ub_cases.builtin_cases():
+        assert declined_reason(TE, case, 2) is None, case.name
+    for name in ub_cases.declined_cases():
+        case = next(c for c in all_cases() if c.name == name)
+        assert declined_reason(TE, case, 2) is not None, name
 
 
 def test_te_declines_a_batch_that_is_not_a_multiple_of_16_and_runs_the_rest():
@@ -117,7 +134,7 @@ def test_te_declines_a_batch_that_is_not_a_multiple_of_16_and_runs_the_rest():
 def test_te_build_refuses_what_its_declaration_declines():
     """One place to change: the adapter's build-time refusals are the declaration's reasons."""
     for change in ({"construction": "init_cast"}, {"recipe": DelayedScalingRecipe(fp8_format="E5M2")},
-                   {"userbuffers": True}, {"bias": True}, {"scaling": "tensorwise"}, {"dims": (16, 8)}):
+                   {"bias": True}, {"scaling": "tensorwise"}, {"dims": (16, 8)}):
         case = _case(**change)
         with pytest.raises(te_cases.DeclinedCase) as info:
             te_cases.check_model(case.model)

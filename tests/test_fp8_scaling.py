@@ -1,4 +1,5 @@
-"""The delayed-scaling update (DESIGN section 2) on hand-worked histories, for both implementations.
+"""The delayed-scaling update (docs/design.md, "Numerics") on hand-worked histories, for both
+implementations.
 
 ``harness.fp8.scaling.delayed_scaling_update`` (the reference's, one tensor at a time), its
 row-wise form ``delayed_scaling_update_rows`` (the reference's, many tensors at once) and
@@ -302,7 +303,7 @@ def _fmax_fold(values):
 
 
 def model_update(history, scale, reduced, *, algo, margin, fmt):
-    """DESIGN section 2, statement by statement, on Python floats holding float32 values."""
+    """docs/design.md, "Numerics", step by step, on Python floats holding float32 values."""
     last = reduced if reduced != 0 else history[0]
     if last != 0:                               # NaN != 0 is true
         if len(history) == 1:

@@ -5,7 +5,7 @@ peer; monotonic counters (data written, then counter bumped in the receiver's re
 deadline-bounded waits; communication on a thread beside the GEMM. Failure modes match the
 real thing: a rank whose scale differs makes consumers read mis-scaled chunks (caught by
 the integrity oracle), a rank that issues one operation more or less leaves counters out
-of step (a wait that hits its deadline).
+of step (a wait that hits its deadline). The design: docs/design.md, "Userbuffers emulation".
 
 Modules, one concept each:
 

@@ -1,12 +1,12 @@
 """A rank that hangs in a buffer wait: a spin on a shared-memory flag that nobody will set.
 
-This is the Userbuffers failure mode of the bug class (DESIGN.md section 3): a consumer waits for
-a producer's counter to reach the value it expects, the producer's operation sequence is off by
-one, and the counter never gets there. Here the wait has no deadline at all, the way a stack
-under test might write it, so only the harness can notice: the rank's watchdog reports it
-stalled, the controller dumps every rank's Python stack (SIGUSR1 -> faulthandler; the spin is
-pure Python, and faulthandler's handler runs in C, so it dumps even while this loop holds the
-GIL), and then stops the group.
+This is the Userbuffers failure mode of the bug class (docs/design.md, "Userbuffers emulation"): a
+consumer waits for a producer's counter to reach the value it expects, the producer's operation
+sequence is off by one, and the counter never gets there. Here the wait has no deadline at all, the
+way a stack under test might write it, so only the harness can notice: the rank's watchdog reports
+it stalled, the controller dumps every rank's Python stack (SIGUSR1 -> faulthandler; the spin is
+pure Python, and faulthandler's handler runs in C, so it dumps even while this loop holds the GIL),
+and then stops the group.
 
 Self-contained on purpose: the flag region is one ``/dev/shm`` file mapped with ``mmap``, laid
 out like the emulation's (one 8-byte counter per 64-byte line), under the group's shared-memory

@@ -1,6 +1,7 @@
 """Delayed scaling: the amax-history roll and scale update, one tensor at a time.
 
-This is the formula of TE's fused update kernel (fp32 throughout, IEEE division)::
+This is the formula of TE's fused update kernel (fp32 throughout, IEEE division; docs/design.md,
+"Numerics")::
 
     scaled_max = float32(fp8_max * 2**-margin)
     last       = reduced_amax if reduced_amax != 0 else H[0]

@@ -1,4 +1,4 @@
-"""Forced id reuse through CPython's allocator (DESIGN section 6).
+"""Forced id reuse through CPython's allocator (docs/design.md, "Forcing id reuse").
 
 CPython's ``id()`` is an address, and pymalloc hands the most recently freed block of a size
 class to the next allocation of that class (10,000 of 10,000 in a tight loop here). So to make

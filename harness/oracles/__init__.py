@@ -2,7 +2,8 @@
 
 Names as they appear in reports are the values of :class:`Oracle`: ``reference``, ``isolation``,
 ``cross-rank``, ``liveness``, ``hygiene``, ``buffer-integrity``, ``retention`` (and ``error``
-for a stack that raised).
+for a stack that raised). What each compares, where and when it runs, and the test that shows it
+failing: docs/design.md, "Oracles".
 """
 
 from harness.oracles.findings import COMMUNICATION, PRECEDENCE, Failure, Oracle

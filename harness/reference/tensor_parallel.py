@@ -5,6 +5,10 @@ an all-gather GEMM multiplies each gathered chunk on its own, dequantized with t
 scale_inv; a reduce-scatter sums per-chunk GEMMs in rank order. Only what reaches FP8 state or
 the weights is computed: casts (input, weight, output gradient), amax reductions, and wgrad.
 Every rank's data come from seeds, so all ranks are simulated here without communicating.
+
+``data_dtype``: a stack that feeds the layer its inputs, output gradients and initial weights
+in a narrower dtype (TE's Userbuffers run in bf16) gets them rounded to it here first, then
+computed with in fp32 as always; every amax is then of the values the stack saw.
 """
 
 from __future__ import annotations
@@ -18,13 +22,18 @@ from harness.fp8.state import RoleState
 from harness.reference.meta import BWD_ROLES, FWD_ROLES, ExpectedModel, Meta, reduce_and_update, role_state
 
 
-def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
+def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int,
+                      data_dtype: torch.dtype | None = None) -> ExpectedModel:
     spec = case.model
     recipe = spec.recipe
     fwd_fmt, bwd_fmt = recipe.fp8_format.forward(), recipe.fp8_format.backward()
     ranks = range(world_size)
     shapes = tp_shapes(case, world_size)
-    full = initial_weights(case, model_index, run_seed)[0]
+
+    def data(t: torch.Tensor) -> torch.Tensor:
+        return t if data_dtype is None else t.to(data_dtype).float()
+
+    full = data(initial_weights(case, model_index, run_seed)[0])
     metas = [{role: Meta.fresh(recipe.amax_history_len) for role in FWD_ROLES + BWD_ROLES} for _ in ranks]
     master = [weight_shard(full, spec.tp_layout, r, world_size) for r in ranks]
     w_bytes, w_sinv = [None] * world_size, [None] * world_size
@@ -45,7 +54,7 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
     for t in range(case.steps):
         casts = [{} for _ in ranks]
         for r in ranks:
-            x = tp_tensor(case, model_index, "x", t, r, run_seed, shapes["x"], std=1.0)
+            x = data(tp_tensor(case, model_index, "x", t, r, run_seed, shapes["x"], std=1.0))
             m = metas[r]
             qx = cast_to_fp8(x, m["input"].scale, fwd_fmt)
             m["input"].record(x)
@@ -58,7 +67,7 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                 casts[r]["weight"] = (qw, m["weight"].scale_inv.clone())
         update(FWD_ROLES)
         for r in ranks:
-            dy = tp_tensor(case, model_index, "dy", t, r, run_seed, shapes["dy"], std=0.01)
+            dy = data(tp_tensor(case, model_index, "dy", t, r, run_seed, shapes["dy"], std=0.01))
             m = metas[r]["grad_output"]
             casts[r]["grad_output"] = (cast_to_fp8(dy, m.scale, bwd_fmt), m.scale_inv.clone())
             m.record(dy)

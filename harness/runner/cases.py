@@ -33,6 +33,8 @@ def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=Non
     """The cases a selection names, from a case file, the stack's catalogue or the built-in one."""
     if case_file:
         cases = load_case_file(case_file)
+    elif stack is not None and case_expr and hasattr(stack, "all_cases"):
+        cases = stack.all_cases()     # a selection may name cases a plain run leaves out
     elif stack is not None and hasattr(stack, "builtin_cases"):
         cases = stack.builtin_cases()
     elif case_expr:

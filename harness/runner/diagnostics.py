@@ -114,10 +114,11 @@ def exit_description(pid: int | None, code: int | None, crash: str) -> str:
 
 
 def hang_failures(world: int, dead: dict, missing: list, stalled: dict, ledgers: dict, stacks: dict,
-                  deadline_s: float, grace_s: float) -> list:
+                  deadline_s: float, grace_s: float, diagnostics: dict | None = None) -> list:
     """The failures of a case in which ranks died (``dead``: rank -> how) or did not answer
     (``missing``; ``stalled``: rank -> what its watchdog said): one per rank, the first divergent
-    collective if the ledgers show one, and every rank's last collective and Python stacks."""
+    collective if the ledgers show one, and every rank's last collective and Python stacks, with
+    its ``diagnostics`` (rank -> text: :func:`harness.comm.hang_report.collect`) when given."""
     failures = [Failure(Oracle.LIVENESS, f"rank {rank} died while running the case: {why}", rank=rank)
                 for rank, why in sorted(dead.items())]
     for rank in missing:
@@ -129,6 +130,7 @@ def hang_failures(world: int, dead: dict, missing: list, stalled: dict, ledgers:
         failures.append(Failure(Oracle.LIVENESS if ledger_truncated(ledgers) else Oracle.CROSS_RANK, divergence))
     in_flight = {r: (ledgers.get(r) or [None])[-1] for r in range(world)}
     stack_text = "\n".join(f"--- rank {r} Python stacks ---\n{stacks.get(r, '(no stack: process gone)')}"
+                           + (f"\n--- rank {r} diagnostics ---\n{diagnostics.get(r, '(none)')}" if diagnostics else "")
                            for r in range(world))
     last = "; ".join(f"rank {r}: {format_entry(in_flight[r]) if in_flight[r] else '(none)'}" for r in range(world))
     failures.append(Failure(Oracle.LIVENESS, f"last collective per rank: {last}\n{stack_text}"))

@@ -94,6 +94,9 @@ class RankGroup:
             "HARNESS_RUN_DIR": self.run_dir, "HARNESS_SHM_PREFIX": self.shm_prefix,
             "PYTHONUNBUFFERED": "1", "HARNESS_STORE_PORT": str(self.store.port),
         })
+        from harness.comm import flight_recorder
+
+        env.update(flight_recorder.environment(env=env))   # read by a hang report (harness/comm/hang_report.py)
         self.procs = launcher.start(self.world, env, self.run_dir)
         threading.Thread(target=self._accept_loop, daemon=True, name="harness-accept").start()
         ready: set[int] = set()
@@ -188,11 +191,17 @@ class RankGroup:
         missing = [r for r in range(self.world) if r not in wait.results and r not in wait.dead]
         if not wait.dead and not missing:
             return GroupOutcome(wait.results, [])
-        # Something died or hung: stacks from every live rank, the ledgers, then the report.
+        # Something died or hung: stacks and diagnostics from every live rank, the ledgers, then the report.
+        from harness.comm import hang_report
+
+        request = hang_report.request(self.run_dir)      # the ranks answer while their stacks are dumped
         stacks = self.files.dump_stacks(self.pids, offsets, gone=self._pid_gone)
+        diagnostics = hang_report.collect(self.run_dir, request, dict(self.pids),
+                                          self.procs.log_paths if self.procs else ())
         failures = hang_failures(self.world, wait.dead, missing, wait.stalled, self.files.ledgers(case_name),
-                                 stacks, self.cfg.deadline_s, GRACE_S)
-        return GroupOutcome(wait.results, failures, broken=True, artifacts={"stacks": stacks})
+                                 stacks, self.cfg.deadline_s, GRACE_S, diagnostics)
+        return GroupOutcome(wait.results, failures, broken=True,
+                            artifacts={"stacks": stacks, "diagnostics": diagnostics})
 
     def recycle(self, new_group: bool = True) -> bool:
         """Soft recycle: empty registries and (unless ``new_group`` is False) a fresh process group,

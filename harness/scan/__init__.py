@@ -8,8 +8,17 @@ with :mod:`ast` (nothing scanned is imported or run) and reports every place suc
 made, stored, looked up or kept.
 
 Usage: ``python -m harness scan PATH...`` or ``python -m harness.scan PATH...``
-(``--format text|json``, ``--hazards-only``). Output lines are
-``file:line:col: CODE message`` with 1-based line and column.
+(``--format text|json``, ``--hazards-only``, ``--sentinel-registries``).
+
+Output: one finding per registry -- the dict, set or saved id that state is keyed by --
+with all its uses. The header line is ``file:line:col: CODE title: REGISTRY (N stores, M
+reads) (severity)`` at the first use, 1-based line and column; indented below it, ``why:``
+(how long the registry lives and what a stale entry does) and ``fix:`` (a
+``weakref.WeakKeyDictionary``, ``weakref.finalize`` pruning, keeping the object alive in the
+value, or a reset on teardown) for a hazard, ``safe:`` with the reason otherwise, then one
+line per use (``store``, ``read``, ``saved``, ``cached``) with the whole expression.
+``--sentinel-registries`` prints, instead, one ``--sentinel-registry=MODULE:ATTR`` per
+hazardous registry a module can reach, for ``pytest -p harness.sentinel``.
 
 Codes
 -----
@@ -26,8 +35,9 @@ IDK004  key built from ids: tuples, f-strings, ``str()``/``hex()``/``format()`` 
         function of the same file called with an id argument; results of key factories
 IDK005  ``hash(obj)`` used as a key where ``obj`` hashes by identity (heuristic below)
 IDK006  an id (or key built from ids) saved on an attribute or a global and compared later
-IDK010  a file that could not be parsed (syntax error, null bytes, bad encoding); the scan
-        goes on with the other files
+IDK010  a file that could not be parsed (syntax error, null bytes, bad encoding); the
+        message names the Python that parsed it (a file written for a newer Python fails
+        with an older one); the scan goes on with the other files
 IDK011  a ``# id-hazard:`` comment without a reason; it suppresses nothing
 ======  ======================================================================================
 
@@ -55,13 +65,36 @@ It is safe when:
   ``memo`` or any parameter of ``__deepcopy__``), or a parameter that every caller in the
   same file (calls of a class count as calls of its ``__init__``; at least one caller
   besides the function itself) fills with such a local or leaves at its default;
+* the object never dies: a class (``type(x)``, ``x.__class__``, ``cls``), a module-level
+  function, class or import, an attribute of an imported module, a builtin;
+* the function checks the key is in another registry every store into which holds its
+  object (``assert key in self.tensors``, then ``self.owners[key] = ...``);
+* the object is an element of a tuple bound in the same function as the registry (both
+  captured by one closure), or a second holder is reached through a local alias
+  (``ids = self.a if rs else self.b``);
+* each entry is a value made without the object and never changed (``streams[key] =
+  torch.cuda.Stream()``): a stale match hands out a value as good as a fresh one;
+* the storing function makes the object (an allocator) and another function removes
+  single entries of the registry (the free of an allocate/free pair), or the registry is
+  emptied by the ``__exit__`` of its class or after the ``yield`` of a ``@contextmanager``;
+* the container is returned to callers (in the scanned files) that each use it at once, is
+  captured only by nested functions that are called (not kept) while it lives, or is a
+  parameter that defaults to None, starts as a new container and is passed only down the
+  recursion;
 * it is a read (lookup or membership) of a container every store into which, in any scanned
-  file, is safe by one of the rules above.
+  file, is safe by one of the rules above (matched by ``Class.attr``, by module global, or,
+  for an attribute of an object the scan cannot name, by the attribute's name), or a read of
+  a container passed in, with the id taken of a live object, when no store into it is seen.
+
+A ``reset()`` that some other code must remember to call does not bound a registry: that is
+how the FP8 weight maps of TE 1.12 lived on between models.
 
 Everything else is a hazard, notably module globals, class attributes, ``self.``
 attributes, closure variables, containers passed in by unknown callers and anything
 returned. Hazards and IDK010/IDK011 (severity ``error``) make the exit status 1; only safe
-findings, or none, give 0; bad input (a path that does not exist) gives 2.
+findings, or none, give 0; bad input (an empty path, a path that does not exist, a
+directory with no Python file) gives 2 with one line on stderr. ``--sentinel-registries``
+only lists, and exits 0 (2 on bad input), so ``$(...)`` works under ``set -e``.
 
 Data flow
 ---------
@@ -101,7 +134,7 @@ calls a key factory.
 """
 
 from harness.scan.codes import Code
-from harness.scan.finding import Finding, Severity
+from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.scanner import ScanResult, scan_paths
 
-__all__ = ["Code", "Finding", "ScanResult", "Severity", "scan_paths"]
+__all__ = ["Code", "Finding", "RegistryFinding", "ScanResult", "Severity", "scan_paths"]

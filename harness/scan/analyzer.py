@@ -4,9 +4,11 @@
 bound to id-derived values (see :class:`~harness.scan.flow.FlowState`). At each sink
 -- a subscript, a dict/set method, a membership test, a dict or set built in place, an
 ``lru_cache`` call, an id stored on an attribute -- it records a :class:`Hit` with the
-lifetime verdict of the container. :func:`judge_hits` then turns hits into findings once
+lifetime verdict of the container and what keeps the object alive (the entry, a finalizer, a
+second holder: :mod:`harness.scan.holders`), and every removal of one entry (for
+:mod:`harness.scan.resets`). :func:`harness.scan.registry.judge` then judges the hits once
 every module has been walked, because a read (``id(x) in registry``) is safe exactly when
-every store into that registry, in any scanned file, keeps its object alive.
+every store into that registry, in any scanned file, is safe.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from harness.scan.codes import Code
 from harness.scan.environment import Place
 from harness.scan.facts import Factory, ModuleFacts
 from harness.scan.flow import FlowState
-from harness.scan.finding import Finding, Severity
 from harness.scan.keys import KeyFacts, KeyKind
+from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, roots
 from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
+from harness.scan.resets import Prune
+from harness.scan.scopes import Binding
 from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
 
 _READ_METHODS = {"get", "__getitem__"}
@@ -43,7 +47,7 @@ class Use(enum.Enum):
     CACHED = "the cache keeps results for dead objects and hands them to new objects at the same address"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class Hit:
     """One sink, before the whole-scan judgement of reads."""
 
@@ -54,6 +58,23 @@ class Hit:
     use: Use
     verdict: Verdict
     kept_alive: Optional[str] = None
+    container: Optional[ast.expr] = None
+    key: Optional[KeyFacts] = None
+    where: str = ""                                      # qualified name of the function
+    guards: tuple[tuple[str, int], ...] = ()             # registries checked to hold the key
+    sink: str = "mapping"                                # mapping, element, membership, saved, cached
+    allocated: bool = False                              # the key's objects are made by this function
+
+    @property
+    def attribute(self) -> Optional[str]:
+        """The last attribute naming the container (``_external_params`` for
+        ``module._external_params[k]``): stores and reads are matched by it when the object
+        the attribute belongs to cannot be told."""
+        if self.container is None:
+            return None
+        _, parts = root_of(self.container)
+        parts = parts[: parts.index("[]")] if "[]" in parts else parts
+        return parts[-1] if parts else None
 
 
 def code_for(key: KeyFacts, sink: str) -> Code:
@@ -96,6 +117,7 @@ class ModuleAnalyzer:
         self.judge = LifetimeJudge()
         self.place = Place(module, module.module_scope, FlowState(), factories)
         self.hits: list[Hit] = []
+        self.prunes: list[Prune] = []
         self._consumed: set[ast.AST] = set()
 
     @property
@@ -250,10 +272,18 @@ class ModuleAnalyzer:
         # del d[id(x)] prunes; only what the subscripts are made of is walked.
         for target in node.targets:
             if isinstance(target, ast.Subscript):
+                self._prune(target.value, target.slice, node)
                 self.visit(target.value)
                 self.visit(target.slice)
             else:
                 self.visit(target)
+
+    def _prune(self, container: ast.expr, key_node: ast.expr, node: ast.AST) -> None:
+        """Record a removal of one entry (see :mod:`harness.scan.resets`); the key need not
+        read as id-derived here (``for b in ids: del reg[b]`` over a list built elsewhere)."""
+        identity = self.judge.container(container, self.place).identity
+        if identity:
+            self.prunes.append(Prune(identity, self.place.scope.qualname, self.module.path, node.lineno))
 
     # ---- expressions that are sinks -----------------------------------------------------
 
@@ -262,7 +292,7 @@ class ModuleAnalyzer:
             key = self.reader.key(node.slice)
             if key is not None:
                 verdict = self.judge.container(node.value, self.place)
-                self._hit(node, code_for(key, "mapping"), self._subject(node, key), Use.READ, verdict)
+                self._hit(node, code_for(key, "mapping"), self._subject(node, key), Use.READ, verdict, container=node.value, key=key)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -272,7 +302,8 @@ class ModuleAnalyzer:
                 key = self.reader.key(left)
                 if key is not None:
                     verdict = self._membership_container(right)
-                    self._hit(node, code_for(key, "membership"), self._subject(node, key), Use.READ, verdict)
+                    self._hit(node, code_for(key, "membership"), self._subject(node, key), Use.READ, verdict,
+                              container=right, key=key, sink="membership")
             left = right
         self.generic_visit(node)
 
@@ -293,6 +324,7 @@ class ModuleAnalyzer:
         method = call.func.attr
         receiver = call.func.value
         if method in _PRUNE_METHODS:
+            self._prune(receiver, call.args[0], call)
             return
         argument = call.args[1] if method == "insert" and len(call.args) > 1 else call.args[0]
         key = self.reader.key(argument)
@@ -300,10 +332,11 @@ class ModuleAnalyzer:
             return
         if method in _READ_METHODS:
             verdict = self.judge.container(receiver, self.place)
-            self._hit(call, code_for(key, "mapping"), self._subject(call, key), Use.READ, verdict)
+            self._hit(call, code_for(key, "mapping"), self._subject(call, key), Use.READ, verdict, container=receiver, key=key)
         elif method in _CONTAINS_METHODS:
             verdict = self.judge.container(receiver, self.place)
-            self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict)
+            self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict,
+                      container=receiver, key=key, sink="membership")
         elif method in _STORE_METHODS:
             value = call.args[1] if len(call.args) > 1 else None
             appended = self._appended_to_result(call)
@@ -338,7 +371,7 @@ class ModuleAnalyzer:
                 False,
                 f"the functools cache of {qualified}() is keyed by {key.text} and lives as long as the function",
             )
-            self._hit(call, Code.KEY_BUILT_FROM_ID, render(call), Use.CACHED, verdict)
+            self._hit(call, Code.KEY_BUILT_FROM_ID, render(call), Use.CACHED, verdict, container=call.func, key=key, sink="cached")
             return
 
     def _creation(self, node: ast.expr) -> None:
@@ -358,8 +391,10 @@ class ModuleAnalyzer:
         kept = None
         if collection.is_mapping and key.objects and all(_holds(collection.entry_value, obj, self.place.flow) for obj in key.objects):
             kept = f"each entry holds {render(key.objects[0])} itself, so its id cannot be reused while the entry exists"
+        if kept is None and key.objects:
+            kept = self._never_die(key)
         subject = render(node)
-        self._hit(node, code_for(key, sink), subject, Use.STORE, verdict, kept)
+        self._hit(node, code_for(key, sink), subject, Use.STORE, verdict, kept, container=node, key=key, sink=sink)
 
     def visit_SetComp(self, node: ast.SetComp) -> None:
         self._creation(node)
@@ -386,7 +421,12 @@ class ModuleAnalyzer:
         kept = self._kept_alive(node, key, container, value, also_holding)
         if kept is None:
             kept = self._pruned_in_finally(node, container, key_node)
-        self._hit(node, code_for(key, sink), self._subject(node, key), Use.STORE, verdict, kept)
+        if kept is None and sink == "mapping":
+            kept = object_free_value(value, container, self.place)
+        guards = tuple(membership_guards(node, key_node, self.place, self.judge)) if kept is None else ()
+        self._hit(node, code_for(key, sink), self._subject(node, key), Use.STORE, verdict, kept,
+                  container=container, key=key, sink=sink, guards=guards)
+        self.hits[-1].allocated = bool(key.objects) and all(self._made_here(obj) for obj in key.objects)
 
     def _saved_id(self, target: ast.expr, value: Optional[ast.expr], statement: ast.stmt) -> None:
         """``self.owner_id = id(owner)``: an id kept in state that outlives the function."""
@@ -407,10 +447,21 @@ class ModuleAnalyzer:
         if verdict.safe:
             return
         kept = self._kept_alive(statement, key, target, None, None)
-        self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", Use.SAVED, verdict, kept)
+        guards = tuple(membership_guards(statement, value, self.place, self.judge)) if kept is None else ()
+        self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", Use.SAVED, verdict, kept,
+                  container=target, key=key, sink="saved", guards=guards)
 
-    def _hit(self, node: ast.AST, code: Code, subject: str, use: Use, verdict: Verdict, kept: Optional[str] = None) -> None:
-        self.hits.append(Hit(self.module, node, code, subject, use, verdict, kept))
+    def _hit(
+        self, node: ast.AST, code: Code, subject: str, use: Use, verdict: Verdict, kept: Optional[str] = None, *,
+        container: Optional[ast.expr] = None, key: Optional[KeyFacts] = None, sink: str = "mapping",
+        guards: tuple = (),
+    ) -> None:
+        if kept is None and key is not None and key.objects and use is not Use.STORE:
+            kept = self._never_die(key)
+        self.hits.append(Hit(
+            self.module, node, code, subject, use, verdict, kept, container, key,
+            self.place.scope.qualname, guards, sink,
+        ))
 
     @staticmethod
     def _subject(node: ast.AST, key: KeyFacts) -> str:
@@ -445,11 +496,15 @@ class ModuleAnalyzer:
             if _holds(value, obj, flow) or _holds(also_holding, obj, flow):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
                 continue
+            never = immortal(obj, self.place)
+            if never is not None:
+                reasons.append(never)
+                continue
             finalizer = self._finalizer_pruning(sink, obj, container)
             if finalizer is not None:
                 reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
                 continue
-            sibling = self._sibling_holder(sink, obj, container)
+            sibling = self._sibling_holder(sink, obj, container) or loop_holder(sink, obj, container, self.place)
             if sibling is not None:
                 reasons.append(sibling)
                 continue
@@ -476,27 +531,52 @@ class ModuleAnalyzer:
             if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
                 continue
             rest = [*node.args[1:], *(k.value for k in node.keywords)]
-            if any(tail in render(part, limit=10_000) for part in rest):
+            if any(tail in render(part) for part in rest):
                 return node.lineno
             if any(self._callback_mentions(part, tail) for part in rest):
                 return node.lineno
         return None
 
-    def _callback_mentions(self, callback: ast.expr, tail: str) -> bool:
-        """A function of this module passed as callback whose body names the container."""
+    def _callback_mentions(self, callback: ast.expr, tail: str, depth: int = 0) -> bool:
+        """Whether a callback reaches code naming the container: a function or method of
+        this module (or a nested function), a lambda or ``functools.partial`` calling one,
+        followed through the calls it makes (``finalize(x, self._drop, k)`` where ``_drop``
+        calls ``self._forget(k)``, which deletes the key), up to three calls deep."""
+        function = self._function_named(callback)
+        if function is not None:
+            if tail in render(function):
+                return True
+            callback = function
+        elif tail in render(callback):
+            return True
+        if depth >= 3:
+            return False
+        for inner in ast.walk(callback):
+            if inner is callback:
+                continue
+            target = inner.func if isinstance(inner, ast.Call) else inner
+            if isinstance(target, (ast.Name, ast.Attribute)) and self._function_named(target) not in (None, callback):
+                if self._callback_mentions(target, tail, depth + 1):
+                    return True
+        return False
+
+    def _function_named(self, node: ast.expr) -> Optional[ast.AST]:
+        """The function of this module ``node`` names (``f``, ``self.m``, ``Class.m``, a
+        nested function of the current one), or None."""
         name = None
-        if isinstance(callback, ast.Name):
-            name = callback.id
-        elif isinstance(callback, ast.Attribute) and self.place.method_owner(callback.value):
-            name = f"{self.place.method_owner(callback.value)}.{callback.attr}"
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            owner = self.place.method_owner(node.value) or (node.value.id if isinstance(node.value, ast.Name) else None)
+            name = f"{owner}.{node.attr}" if owner else None
         function = self.module.functions.get(name) if name else None
-        if function is None and isinstance(callback, ast.Name):
+        if function is None and isinstance(node, ast.Name):
             nested = (
-                node for node in self._function_nodes()
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == callback.id
+                n for n in self._function_nodes()
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == node.id
             )
             function = next(nested, None)
-        return function is not None and tail in render(function, limit=1_000_000)
+        return function
 
     def _pruned_in_finally(self, sink: ast.AST, container: ast.expr, key_node: ast.expr) -> Optional[str]:
         """``s.add(key)`` then ``try: ... finally: s.discard(key)``: the entry lives only while
@@ -530,8 +610,8 @@ class ModuleAnalyzer:
     def _sibling_holder(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[str]:
         """Another store in this function, into state with the same root (``self``, ``cls``,
         the same global), that holds the object: the state keeps it alive with the key."""
-        root, _ = root_of(container)
-        if not isinstance(root, ast.Name):
+        registry_roots = roots(container, self.place)
+        if not registry_roots:
             return None
         flow = self.place.flow
         for node in self._function_nodes():
@@ -541,14 +621,31 @@ class ModuleAnalyzer:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and node.args:
                 targets = [(node.func.value, node.args[-1])]
             for target, value in targets:
-                if isinstance(target, ast.Name):
+                if same_expr(target, container) or not _holds(value, obj, flow):
                     continue
-                holder_root, _ = root_of(target)
-                if isinstance(holder_root, ast.Name) and holder_root.id == root.id and _holds(value, obj, flow):
-                    if same_expr(target, container) or not self._runs_with(node, sink):
-                        continue
+                # A holder reached through a local alias counts as the state it aliases
+                # (streams = self.rs_streams if rs else self.ag_streams; streams.append(s)).
+                resolved = aliases(target, self.place)
+                if isinstance(target, ast.Name) and resolved == [target]:
+                    continue
+                holder_roots = {root.id for root, _ in map(root_of, resolved) if isinstance(root, ast.Name)}
+                if holder_roots and holder_roots <= registry_roots and self._runs_with(node, sink):
                     return f"{render(target)} also holds {render(obj)} (line {node.lineno}), with the same lifetime as the key"
         return None
+
+    def _made_here(self, obj: ast.expr) -> bool:
+        """Whether ``obj`` is a local of this function bound only to call results (an object
+        this function makes, rather than one a caller brings)."""
+        if not isinstance(obj, ast.Name):
+            return False
+        binding, owner = self.place.scope.resolve(obj.id)
+        values = owner.values.get(obj.id, [])
+        return binding is Binding.LOCAL and bool(values) and all(isinstance(v, ast.Call) for v in values)
+
+    def _never_die(self, key: KeyFacts) -> Optional[str]:
+        """Why every object of ``key`` lives for the whole process, or None."""
+        reasons = [immortal(obj, self.place) for obj in key.objects]
+        return "; ".join(dict.fromkeys(reasons)) if reasons and all(reasons) else None
 
 
     def _runs_with(self, node: ast.AST, sink: ast.AST) -> bool:
@@ -588,37 +685,22 @@ def _is_items_call(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "items"
 
 
-def judge_hits(hits: list[Hit], source_lines: dict[str, list[str]]) -> list[Finding]:
-    """Findings from every module's hits, judging reads by every store into the same state."""
-    stores: dict[str, list[bool]] = {}
-    for hit in hits:
-        if hit.use is Use.STORE and hit.verdict.identity:
-            stores.setdefault(hit.verdict.identity, []).append(hit.kept_alive is not None or hit.verdict.safe)
-    findings = []
-    for hit in hits:
-        severity, reason = _severity(hit, stores)
-        line = getattr(hit.node, "lineno", 1)
-        col = getattr(hit.node, "col_offset", 0) + 1
-        lines = source_lines.get(hit.module.path, [])
-        snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
-        findings.append(Finding(hit.module.path, line, col, hit.code, severity, f"{hit.subject}: {reason}", snippet))
-    return findings
-
-
-def _severity(hit: Hit, stores: dict[str, list[bool]]) -> tuple[Severity, str]:
-    if hit.kept_alive:
-        return Severity.SAFE, hit.kept_alive
-    if hit.verdict.safe:
-        return Severity.SAFE, hit.verdict.reason
-    identity = hit.verdict.identity
-    if hit.use is Use.READ and identity and stores.get(identity) and all(stores[identity]):
-        return Severity.SAFE, f"every store into {identity} in the scanned files keeps its object alive"
-    return Severity.HAZARD, f"{hit.verdict.reason}; {hit.use.value}"
-
-
-def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> list[Hit]:
+def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> tuple[list[Hit], list[Prune], dict[str, str]]:
+    """Every module's hits, every removal of one entry (for the bounds of
+    :mod:`harness.scan.resets`), and the modules the walk could not finish, with why: a
+    module whose structure defeats the analysis (nesting deeper than the recursion limit)
+    is reported as not checked, and the scan goes on."""
     hits: list[Hit] = []
+    prunes: list[Prune] = []
+    failed: dict[str, str] = {}
     for module in modules:
-        hits.extend(ModuleAnalyzer(module, factories).run())
-    return hits
+        analyzer = ModuleAnalyzer(module, factories)
+        try:
+            module_hits = analyzer.run()
+        except RecursionError as error:
+            failed[module.path] = f"the analysis went deeper than Python's recursion limit ({error})"
+            continue
+        hits.extend(module_hits)
+        prunes.extend(analyzer.prunes)
+    return hits, prunes, failed
 

@@ -62,6 +62,7 @@ class ModuleFacts:
     def __init__(self, path: str, tree: ast.Module):
         self.path = path
         self.tree = tree
+        self.index = None   # the scan's ScanIndex, set by the scanner (None: the module stands alone)
         self.parents = parent_map(tree)
         self.scopes = build_scopes(tree)
         self.module_scope = self.scopes[tree]

@@ -40,6 +40,9 @@ class Finding:
     severity: Severity
     detail: str
     snippet: str = ""
+    registry: str = ""      # the state this use belongs to (uses are grouped by it)
+    role: str = ""          # store, read, saved, cached (empty for IDK010/IDK011)
+    subject: str = ""       # the whole expression flagged
 
     @property
     def message(self) -> str:
@@ -58,4 +61,66 @@ class Finding:
             "severity": self.severity.value,
             "message": self.message,
             "snippet": self.snippet,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class RegistryFinding:
+    """One piece of id-keyed state and every place that uses it: what the report prints.
+
+    ``uses`` are the per-line :class:`Finding` records (stores, reads, saved ids), sorted; the
+    first is where the report points. ``why`` says what goes wrong (or, for a safe finding,
+    why nothing can); ``fix`` is the advice for a hazard (empty when safe).
+    """
+
+    name: str
+    severity: Severity
+    why: str
+    fix: str
+    uses: tuple[Finding, ...]
+    lifetime: str = ""      # how long the registry lives: module, class, instance, local...
+
+    @property
+    def first(self) -> Finding:
+        return self.uses[0]
+
+    @property
+    def code(self) -> Code:
+        return self.first.code
+
+    @property
+    def lines(self) -> set[tuple[str, int]]:
+        return {(use.path, use.line) for use in self.uses}
+
+    def count(self, role: str) -> int:
+        return sum(1 for use in self.uses if use.role == role)
+
+    def headline(self) -> str:
+        if not self.name:
+            return f"{self.code.title}: {self.first.detail} ({self.severity.value})"
+        roles = ", ".join(
+            f"{n} {role}{'s' if n > 1 else ''}"
+            for role in ("store", "read", "saved", "cached")
+            if (n := self.count(role))
+        )
+        return f"{self.code.title}: {self.name} ({roles}) ({self.severity.value})"
+
+    def sort_key(self) -> tuple:
+        return self.first.sort_key()
+
+    def as_dict(self) -> dict:
+        """Plain data for ``--format json``: the registry, why, fix and every use."""
+        first = self.first
+        return {
+            "file": first.path,
+            "line": first.line,
+            "col": first.col,
+            "code": first.code.label,
+            "severity": self.severity.value,
+            "registry": self.name,
+            "message": self.headline(),
+            "why": self.why,
+            "fix": self.fix,
+            "snippet": first.snippet,
+            "uses": [dict(use.as_dict(), role=use.role) for use in self.uses],
         }

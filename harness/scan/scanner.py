@@ -10,16 +10,20 @@ import ast
 import dataclasses
 import io
 import os
+import platform
 import re
 import tokenize
 from typing import Iterable
 
 from harness.errors import UsageError
-from harness.scan.analyzer import analyze, judge_hits
+from harness.scan.analyzer import analyze
 from harness.scan.codes import Code
 from harness.scan.environment import Place
 from harness.scan.facts import ModuleFacts, find_factories, find_id_attributes
-from harness.scan.finding import Finding, Severity
+from harness.scan.finding import Finding, RegistryFinding, Severity
+from harness.scan.index import ScanIndex
+from harness.scan.registry import group, judge, to_findings
+from harness.scan.resets import exit_clears
 from harness.scan.suppression import read_suppressions
 
 # Directories never entered when a directory is scanned: caches, virtual environments and
@@ -33,32 +37,46 @@ _SUPPRESSION_MARKER = b"id-hazard"
 
 @dataclasses.dataclass
 class ScanResult:
-    """Everything one scan found; ``findings`` are sorted and already exclude suppressed ones."""
+    """Everything one scan found. ``findings`` are the per-line uses, sorted, suppressed ones
+    left out; ``registries`` group them, one finding per registry (what the report prints)."""
 
     findings: list[Finding]
     files_scanned: int
     suppressed: int
+    registries: list[RegistryFinding] = dataclasses.field(default_factory=list)
+    class_files: dict[str, str] = dataclasses.field(default_factory=dict)   # class name -> defining file
 
     @property
     def failed(self) -> bool:
         return any(f.severity.fails_scan for f in self.findings)
 
     def count(self, severity: Severity) -> int:
-        return sum(1 for f in self.findings if f.severity is severity)
+        """Registry findings of ``severity``."""
+        return sum(1 for f in self.registries if f.severity is severity)
+
+    def lines(self, severity: Severity) -> int:
+        """Distinct source lines among the uses of findings of ``severity``."""
+        return len({line for f in self.registries if f.severity is severity for line in f.lines})
 
 
 def python_files(paths: Iterable[str]) -> list[str]:
     """Every ``*.py`` file under ``paths`` (files named directly are taken whatever their
     suffix), in a stable order. Hidden directories and caches are skipped.
 
-    Raises UsageError naming the first path that does not exist.
+    Raises UsageError naming the first path that is empty, does not exist, or is a directory
+    without any Python file (an empty scan would pass silently).
     """
     found: list[str] = []
     for path in paths:
+        if not path:
+            raise UsageError("an empty path was given (give existing files or directories to scan)")
         if os.path.isfile(path):
             found.append(path)
         elif os.path.isdir(path):
-            found.extend(_walk_directory(path))
+            in_directory = _walk_directory(path)
+            if not in_directory:
+                raise UsageError(f"no Python files under {path} (nothing to scan: check the path)")
+            found.extend(in_directory)
         else:
             raise UsageError(f"no such file or directory: {path} (give existing files or directories to scan)")
     return list(dict.fromkeys(found))
@@ -89,6 +107,10 @@ def _unparsed(path: str, error: Exception, lines: list[str]) -> Finding:
     line = getattr(error, "lineno", None) or 1
     col = max(1, getattr(error, "offset", None) or 1)
     reason = getattr(error, "msg", None) or str(error)
+    if isinstance(error, SyntaxError):
+        # A file written for a newer Python fails to parse with an older one: say which one
+        # parsed it, so "invalid syntax" on valid new syntax is recognised for what it is.
+        reason = f"{reason} (parsed by Python {platform.python_version()}; a file written for a newer Python needs the scan run with that Python)"
     snippet = lines[line - 1].strip() if 0 < line <= len(lines) else ""
     return Finding(
         path, line, col, Code.FILE_NOT_PARSED, Severity.ERROR,
@@ -122,20 +144,31 @@ def scan_paths(paths: Iterable[str]) -> ScanResult:
         except (SyntaxError, ValueError, UnicodeDecodeError) as error:
             findings.append(_unparsed(path, error, lines[path]))
 
-    modules = [ModuleFacts(path, tree) for path, tree in trees.items() if _SPELLS_IDENTITY.search(sources[path])]
+    index = ScanIndex(trees, sources, ModuleFacts)
+    modules = [index.facts(path) for path in trees if _SPELLS_IDENTITY.search(sources[path])]
     factories = find_factories(modules, _place_for)
     factory_names = {name.rsplit(".", 1)[-1].encode() for name in factories}
     analyzed = {module.path for module in modules}
-    for path, tree in trees.items():
+    for path in trees:
         if path not in analyzed and any(name in sources[path] for name in factory_names):
-            modules.append(ModuleFacts(path, tree))
+            modules.append(index.facts(path))
     for module in modules:
         find_id_attributes(module, _place_for, factories)
-    findings.extend(judge_hits(analyze(modules, factories), lines))
+    hits, prunes, failed = analyze(modules, factories)
+    for path, reason in failed.items():
+        findings.append(Finding(
+            path, 1, 1, Code.FILE_NOT_PARSED, Severity.ERROR,
+            f"{reason}; this file was parsed but not checked (a limit of the scan: please report it)",
+            lines[path][0].strip() if lines[path] else "",
+        ))
+    clears = [clear for module in modules for clear in exit_clears(module)]
+    judged = judge(hits, prunes, clears)
+    findings.extend(to_findings(judged, lines))
 
     kept, suppressed = _apply_suppressions(findings, sources, lines, set(trees))
     kept.sort(key=Finding.sort_key)
-    return ScanResult(kept, len(files), suppressed)
+    class_files = {name: module.path for module in modules for name in module.classes}
+    return ScanResult(kept, len(files), suppressed, group(kept, judged), class_files)
 
 
 def _apply_suppressions(

@@ -5,18 +5,14 @@ from __future__ import annotations
 import ast
 from typing import Iterator, Optional
 
-# Longest rendering of an expression put into a message; longer ones are cut with "...".
-_RENDER_LIMIT = 60
-
-
-def render(node: ast.AST, limit: int = _RENDER_LIMIT) -> str:
-    """Source text of ``node`` on one line, cut to ``limit`` characters."""
+def render(node: ast.AST) -> str:
+    """Source text of ``node`` on one line, whole: a message names the expression a reader
+    can search for, so it is never cut."""
     try:
         text = ast.unparse(node)
     except Exception:  # unparse gaps on odd nodes must not stop a scan
         text = type(node).__name__
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return " ".join(text.split())
 
 
 def same_expr(a: ast.AST, b: ast.AST) -> bool:
@@ -25,6 +21,8 @@ def same_expr(a: ast.AST, b: ast.AST) -> bool:
 
 
 _ITEM_ACCESSORS = {"setdefault", "get", "__getitem__"}
+# Views of a container: ``k in d.keys()`` tests ``d`` itself.
+_VIEWS = {"keys", "values", "items"}
 
 
 def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
@@ -45,6 +43,8 @@ def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ITEM_ACCESSORS:
             # d.setdefault(k, set()) and d.get(k) reach into d just like d[k]
             parts.append("[]")
+            node = node.func.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS and not node.args:
             node = node.func.value
         else:
             break

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import types
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from harness.errors import UsageError
 
@@ -52,7 +52,9 @@ class Capabilities:
     history length and compute algorithm (it scales from each tensor's own amax), so a case
     must leave them at :class:`DelayedScalingRecipe`'s defaults. ``dim_multiple`` and
     ``batch_multiple``: every layer width, and the batch, a multiple of it. ``why`` explains a
-    refusal, by check (see :data:`WHY_KEYS`); the reason then carries it.
+    refusal, by check (see :data:`WHY_KEYS`); the reason then carries it. ``declines(case,
+    world_size) -> str | None`` says what the fields cannot (a combination of fields, a shape
+    rule of one kind of model); it is asked after the fields, ``world_size`` None when unknown.
     """
 
     formats: tuple = FORMATS
@@ -69,6 +71,7 @@ class Capabilities:
     min_world_size: int = 1
     max_world_size: Optional[int] = None
     why: Mapping[str, str] = dataclasses.field(default_factory=dict, compare=False, hash=False)
+    declines: Optional[Callable] = None
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)
@@ -103,6 +106,9 @@ class Capabilities:
         if any(not isinstance(text, str) for text in self.why.values()):
             raise UsageError("stack capabilities: every why entry must be text")
         set_("why", types.MappingProxyType(dict(self.why)))
+        if self.declines is not None and not callable(self.declines):
+            raise UsageError(f"stack capabilities: declines must be a function (case, world_size) -> reason or None, "
+                             f"got {type(self.declines).__name__}")
 
     # --- what stress draws from ------------------------------------------------------------
     def drawn_scalings(self) -> tuple:
@@ -118,7 +124,8 @@ class Capabilities:
                 "userbuffers": list(self.userbuffers), "reduce_amax": list(self.reduce_amax),
                 "delayed_recipe": self.delayed_recipe, "dim_multiple": self.dim_multiple,
                 "batch_multiple": self.batch_multiple, "min_world_size": self.min_world_size,
-                "max_world_size": self.max_world_size}
+                "max_world_size": self.max_world_size,
+                "declines": getattr(self.declines, "__qualname__", None) if self.declines else None}
 
 
 def capabilities_of(stack) -> Capabilities:
@@ -202,7 +209,10 @@ def declined_reason(caps: Capabilities, case, world_size: int | None = None) -> 
         if case.model.userbuffers and world_size < 2:
             return (f"userbuffers=true at world size {world_size}: Userbuffers-style tensor parallelism needs "
                     f"at least 2 ranks")
-    return model_declined_reason(caps, case.model) or shape_declined_reason(caps, case.model.dims, case.batch)
+    reason = model_declined_reason(caps, case.model) or shape_declined_reason(caps, case.model.dims, case.batch)
+    if reason is None and caps.declines is not None:
+        reason = caps.declines(case, world_size)
+    return reason
 
 
 def declined_by(stack, case, world_size: int) -> str | None:

@@ -76,6 +76,10 @@ class Stack(Protocol):
     # Optional: capabilities = harness.stacks.capabilities.Capabilities(...) -- the cases the stack
     # runs (formats, scalings, constructions, shapes, world sizes, ...): a case outside it is
     # reported skipped with the reason, and stress draws only from it. Default: every case.
+    # Optional: def all_cases(self) -> list[CaseSpec] -- what a --cases selection chooses from,
+    # when it differs from builtin_cases() (cases a plain run leaves out, like TE's Userbuffers family).
+    # Optional: def check_world_size(self, world_size) -> None -- raise harness.errors.SetupError
+    # (one line) when this machine cannot run that many ranks of the stack; called before any rank starts.
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.

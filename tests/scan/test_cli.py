@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import platform
 import re
 import subprocess
 import sys
@@ -40,15 +41,46 @@ def write(directory: pathlib.Path, name: str, source: str) -> pathlib.Path:
     return path
 
 
-def test_hazard_exits_1_with_one_text_line(tmp_path, capsys):
+def test_hazard_exits_1_with_a_header_why_fix_and_its_uses(tmp_path, capsys):
     path = write(tmp_path, "reg.py", HAZARD_SOURCE)
     assert main([str(path)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == 1
     match = _TEXT_LINE.match(out[0])
     assert match, out[0]
     assert (match["path"], match["line"], match["col"], match["code"]) == (str(path), "5", "5", "IDK001")
-    assert out[0].endswith("(hazard)")
+    assert out[0].endswith("_REGISTRY (1 store) (hazard)")
+    assert out[1].startswith("    why: module-level _REGISTRY lives for the whole process")
+    assert out[2].startswith("    fix: key the registry by the object itself in a weakref.WeakKeyDictionary")
+    assert out[3] == f"    store  {path}:5:5: IDK001 _REGISTRY[id(w)]"
+    assert len(out) == 4
+
+
+def test_uses_of_one_registry_are_one_finding(tmp_path, capsys):
+    path = write(tmp_path, "memo.py", """\
+        _SEEN = {}
+
+
+        def visit(node):
+            if id(node) in _SEEN:
+                return _SEEN[id(node)]
+            _SEEN[id(node)] = node.name
+            return _SEEN.get(id(node))
+        """)
+    assert main(["--format", "json", str(path)]) == 1
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 1
+    assert records[0]["registry"] == "_SEEN"
+    assert [(u["line"], u["role"]) for u in records[0]["uses"]] == [(5, "read"), (6, "read"), (7, "store"), (8, "read")]
+    assert "(1 store, 3 reads)" in records[0]["message"]
+
+
+def test_expressions_are_shown_whole(tmp_path, capsys):
+    long_name = "a_registry_with_a_name_long_enough_to_pass_sixty_characters_alone"
+    path = write(tmp_path, "long.py", f"{long_name} = {{}}\n\n\ndef f(x):\n    {long_name}[id(x)] = 1\n")
+    assert main([str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{long_name}[id(x)]" in out
+    assert "..." not in out
 
 
 def test_safe_findings_exit_0_and_can_be_hidden(tmp_path, capsys):
@@ -73,9 +105,12 @@ def test_json_format(tmp_path, capsys):
     assert [r["code"] for r in records] == ["IDK001", "IDK002"]
     assert [r["severity"] for r in records] == ["hazard", "safe"]
     for record in records:
-        assert set(record) == {"file", "line", "col", "code", "severity", "message", "snippet"}
+        assert set(record) == {"file", "line", "col", "code", "severity", "registry", "message", "why", "fix", "snippet", "uses"}
     assert records[0]["snippet"] == "_REGISTRY[id(w)] = key"
-    assert records[0]["message"].startswith("dict keyed by id()")
+    assert records[0]["message"].startswith("dict keyed by id(): _REGISTRY")
+    assert "WeakKeyDictionary" in records[0]["fix"]
+    assert records[1]["fix"] == ""
+    assert records[1]["why"] == "local seen dies when count_distinct() returns"
 
 
 def test_missing_path_is_bad_input_with_one_stderr_line(tmp_path, capsys):
@@ -84,6 +119,17 @@ def test_missing_path_is_bad_input_with_one_stderr_line(tmp_path, capsys):
     assert captured.out == ""
     assert len(captured.err.strip().splitlines()) == 1
     assert "no such file or directory" in captured.err
+
+
+@pytest.mark.parametrize("make", [lambda d: str(d / "empty"), lambda d: ""], ids=["empty-directory", "empty-string"])
+def test_empty_path_is_bad_input_with_one_stderr_line(tmp_path, capsys, make):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("no python here")
+    assert main([make(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1
+    assert "error:" in captured.err
 
 
 def test_no_paths_is_bad_input(capsys):
@@ -104,6 +150,81 @@ def test_syntax_error_is_a_finding_and_the_scan_goes_on(tmp_path, capsys):
         ("c_reg.py", "IDK001", "hazard"),
     ]
     assert records[0]["line"] == 1
+
+
+def test_a_file_the_analysis_cannot_finish_is_an_error_and_the_scan_goes_on(tmp_path, capsys, monkeypatch):
+    from harness.scan import analyzer
+
+    write(tmp_path, "a_deep.py", HAZARD_SOURCE)
+    write(tmp_path, "b_reg.py", HAZARD_SOURCE)
+    real_run = analyzer.ModuleAnalyzer.run
+
+    def run(self):
+        if self.module.path.endswith("a_deep.py"):
+            raise RecursionError("maximum recursion depth exceeded")
+        return real_run(self)
+
+    monkeypatch.setattr(analyzer.ModuleAnalyzer, "run", run)
+    assert main(["--format", "json", str(tmp_path)]) == 1
+    records = json.loads(capsys.readouterr().out)
+    assert [(pathlib.Path(r["file"]).name, r["code"], r["severity"]) for r in records] == [
+        ("a_deep.py", "IDK010", "error"),
+        ("b_reg.py", "IDK001", "hazard"),
+    ]
+    assert "parsed but not checked" in records[0]["message"]
+
+
+def test_parse_failure_names_the_python_that_parsed_it(tmp_path, capsys):
+    write(tmp_path, "newer.py", "def f[T](x: T) -> T:\n    return x\n" if sys.version_info < (3, 12) else "x = (\n")
+    assert main(["--format", "json", str(tmp_path)]) == 1
+    record = json.loads(capsys.readouterr().out)[0]
+    assert record["code"] == "IDK010"
+    assert f"parsed by Python {platform.python_version()}" in record["message"]
+
+
+def test_sentinel_registries_are_printed_as_plugin_options(tmp_path, capsys):
+    package = tmp_path / "src" / "pkg"
+    write(package, "__init__.py", "")
+    write(package, "state.py", """\
+        _BY_ID = {}
+
+
+        class Manager:
+            params = {}
+
+            @classmethod
+            def track(cls, p, key):
+                cls.params[id(p)] = key
+
+
+        class Holder:
+            def __init__(self):
+                self.seen = set()
+
+            def add(self, x):
+                self.seen.add(id(x))
+
+
+        def remember(x, v):
+            _BY_ID[id(x)] = v
+        """)
+    assert main(["--sentinel-registries", str(package)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        "--sentinel-registry=pkg.state:Manager.params",
+        "--sentinel-registry=pkg.state:_BY_ID",
+    ]
+    assert "Holder.seen" in captured.err and "not watchable" in captured.err
+
+
+def test_sentinel_registries_name_a_namespace_package_scanned_by_name(tmp_path, capsys, monkeypatch):
+    write(tmp_path, "ns/core/__init__.py", "")
+    write(tmp_path, "ns/core/utils.py", HAZARD_SOURCE)
+    monkeypatch.chdir(tmp_path)
+    assert main(["--sentinel-registries", "ns"]) == 0
+    assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:_REGISTRY\n"
+    assert main(["--sentinel-registries", "."]) == 0
+    assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:_REGISTRY\n"
 
 
 def test_directories_are_searched_recursively_for_py_files(tmp_path, capsys):

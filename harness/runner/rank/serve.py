@@ -56,9 +56,13 @@ class Worker:
         state = self.state
         self.conn = Client(env["HARNESS_CONTROLLER"], family="AF_UNIX", authkey=bytes.fromhex(env["HARNESS_AUTHKEY"]))
         self.send(msg.Hello(rank=self.rank, world_size=self.world, pid=os.getpid(), host=host_name()))
+        from harness.comm import hang_report
+
+        answered = hang_report.ServeState()
         self.watchdog = Watchdog(state.settings.deadline_s,
                                  lambda idle, index: self.send(msg.Stalled(self.rank, idle, state.ledger.in_flight, index)),
-                                 controller_pid=int(env["HARNESS_CONTROLLER_PID"]))
+                                 controller_pid=int(env["HARNESS_CONTROLLER_PID"]),
+                                 on_round=lambda: hang_report.serve(self.run_dir, self.rank, answered))
         self.watchdog.start()
         state.ledger.open(os.path.join(self.run_dir, f"ledger-r{self.rank}.jsonl"))
         state.ledger.on_progress = self.watchdog.progress

@@ -5,6 +5,8 @@ Progress is a step starting or a collective entering or returning (the ledger ca
 watchdog calls ``on_stall(idle_s, case)``: a controlled rank tells its controller, an SPMD rank
 dumps its own stacks into the store for rank 0 to report. With ``controller_pid`` set the
 watchdog also ends the rank when that process is gone, so no rank outlives its controller.
+``on_round()``, when given, runs at the end of every round (a controlled rank answers the
+controller's request for its diagnostics there: :mod:`harness.comm.hang_report`).
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from harness.idreuse.morgue import run_quietly
 
 __harness_hidden__ = True
 
+ORPHAN_EXIT_CODE = 70     # the controller is gone (a rank's exit status then)
 STALL_MARGIN_S = 2.0      # beyond the deadline: the collective's own timeout fires first if it can
-ORPHAN_EXIT_CODE = 70
 
 
 class Watchdog(threading.Thread):
-    def __init__(self, deadline_s: float, on_stall, controller_pid: int | None = None):
+    def __init__(self, deadline_s: float, on_stall, controller_pid: int | None = None, on_round=None):
         super().__init__(daemon=True, name="harness-watchdog")
         self.deadline_s = deadline_s
         self.on_stall = on_stall
         self.controller_pid = controller_pid
+        self.on_round = on_round
         self.case = None            # what is being watched (a case index or key); None: idle
         self.last_progress = time.monotonic()
 
@@ -56,3 +59,5 @@ class Watchdog(threading.Thread):
             if idle > self.deadline_s + STALL_MARGIN_S:
                 self.case = None
                 self.on_stall(idle, case)
+        if self.on_round is not None:
+            self.on_round()

@@ -19,7 +19,16 @@ One concept per file:
 * :mod:`.global_state` -- TE's process-global FP8 state, for ``registries()`` and ``reset()``;
 * :mod:`.reuse` -- where the harness may force id reuse: right before TE allocates ``_data``;
 * :mod:`.id_hook` -- ``te-buggy``: the pre-fix id-keyed post-cast hook, put back on purpose;
-* :mod:`.retention_loop` -- a long build-and-destroy loop measuring what dead models leave.
+* :mod:`.retention_loop` -- a long build-and-destroy loop measuring what dead models leave;
+* :mod:`.gpus` -- the GPUs here, read through NVML, and what ``--sut te`` refuses before any rank starts;
+* :mod:`.gpu_wait` -- waiting for a rank's GPU with the deadline, and saying what it is stuck on;
+
+and the Userbuffers family (one tensor-parallel layer of TE's fusible ops, comm-GEMM overlap):
+
+* :mod:`.ub_cases` -- its catalogue in TE's shapes, and what it declines;
+* :mod:`.ub_model` -- building the layer, a step, SGD;
+* :mod:`.userbuffers` -- TE's communicators: ``initialize_ub`` once per process and group, ``destroy_ub``;
+* :mod:`.ub_progress` -- the exchanges TE issued and where the GPU is in them (which chunk of which rank).
 
 Every module imports without Transformer Engine and without CUDA: TE is imported where it is
 used, the first time a model is built. That keeps CUDA uninitialised in the process the

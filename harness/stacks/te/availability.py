@@ -54,3 +54,18 @@ def te_modules() -> types.SimpleNamespace:
     float8 = importlib.import_module("transformer_engine.pytorch.tensor.float8_tensor")
     return types.SimpleNamespace(te=te, recipe=recipe, state_manager=quantization.FP8GlobalStateManager,
                                  Float8Tensor=float8.Float8Tensor, Float8Quantizer=float8.Float8Quantizer)
+
+
+def ub_modules() -> types.SimpleNamespace:
+    """What the Userbuffers cases use besides :func:`te_modules`: TE's fusible ops, the module
+    holding ``initialize_ub``/``destroy_ub``, and the two fused Userbuffers modules (whose
+    ``general_gemm`` the progress record wraps)."""
+    try:
+        ops = importlib.import_module("transformer_engine.pytorch.ops")
+        base = importlib.import_module("transformer_engine.pytorch.module.base")
+        forward = importlib.import_module("transformer_engine.pytorch.ops.fused.userbuffers_forward_linear")
+        backward = importlib.import_module("transformer_engine.pytorch.ops.fused.userbuffers_backward_linear")
+    except Exception as exc:
+        raise SetupError(f"--sut te: Transformer Engine's fusible ops with Userbuffers do not import: "
+                         f"{type(exc).__name__}: {exc}") from None
+    return types.SimpleNamespace(ops=ops, base=base, fused=(forward, backward))

@@ -7,15 +7,17 @@ layer width rounded up to a multiple of 16, names unchanged (``reproduce:`` line
 same shapes, since ``--sut te`` selects from this catalogue), less what this adapter declines:
 
 * ``construction="init_cast"``: ``te.Linear`` records the amax of its construction cast in
-  the weight's history; the reference's init-cast path is TE's operation-based Linear, which
-  casts with a dummy amax, and this adapter does not build that one;
+  the weight's history, and so does TE 2.x's operation-based ``BasicLinear`` (its weight
+  quantizer's amax is row 0 of that history); the reference's init-cast path is a cast with
+  a dummy amax, which neither takes;
 * the E5M2 format: TE's ``DelayedScaling`` refuses pure E5M2 training;
-* Userbuffers-style tensor parallelism (``userbuffers=true``): TE's Userbuffers
-  (``te.ops`` with ``initialize_ub``) are not wired into this adapter;
-* bias and scalings other than delayed scaling: the delayed-scaling reference has neither.
+* bias (but on Userbuffers layers) and scalings other than delayed scaling: the delayed-scaling
+  reference has neither.
 
-All of it is :data:`CAPABILITIES`, the declaration the runners and stress read: a case file that
-asks for any of these gets the case ``skipped`` with the reason, and the build refuses the same.
+The Userbuffers family (``userbuffers=true``) is built from TE's fusible ops, in its own shapes
+(:mod:`harness.stacks.te.ub_cases`). All of it is :data:`CAPABILITIES`, the declaration the
+runners and stress read: a case file that asks for anything else gets the case ``skipped`` with
+the reason, and the build refuses the same.
 """
 
 from __future__ import annotations
@@ -31,23 +33,39 @@ from harness.stacks.protocol import ModelSpec
 GEMM_MULTIPLE = 16
 PREFIX = "--sut te declines this case: "
 
+LINEAR_BIAS = ("bias=true without userbuffers: te.Linear layers are built without bias (the delayed-scaling "
+               "reference has none)")
+
+
+def _joint_reason(case, world_size: int | None) -> str | None:
+    """What the declaration's fields cannot say: bias only on Userbuffers layers, and the
+    Userbuffers family's own shapes (:mod:`harness.stacks.te.ub_cases`)."""
+    from harness.stacks.te import ub_cases      # it imports this module
+
+    model = case.model
+    if not model.userbuffers:
+        return LINEAR_BIAS if model.bias else None
+    reason = ub_cases.decline_reason(model)
+    if reason is None and world_size is not None:
+        reason = ub_cases.shape_reason(model.dims, world_size, model.overlap)
+    return reason
+
+
 # What --sut te and --sut te-buggy run: stress draws from it, the runners skip what it declines,
-# and the build below refuses the same (one place to change).
+# and the build refuses the same (one place to change).
 CAPABILITIES = Capabilities(
     formats=(Format.HYBRID, Format.E4M3),
     scalings=("delayed",),
     constructions=(Construction.COPY,),
-    bias=(False,),
-    userbuffers=(False,),
     dim_multiple=GEMM_MULTIPLE,
     batch_multiple=GEMM_MULTIPLE,
+    declines=_joint_reason,
     why={
-        "userbuffers": "TE's Userbuffers (te.ops with initialize_ub) are not wired into this adapter",
         "scaling": "this adapter runs TE's DelayedScaling recipe, the one the reference models",
         "format": "TE's DelayedScaling refuses the E5M2 format (no pure E5M2 training)",
-        "construction": ("te.Linear records its construction cast's amax; the init_cast path (a dummy amax) is "
-                         "TE's operation-based Linear, which this adapter does not build: use construction=copy"),
-        "bias": "this adapter builds layers without bias (the delayed-scaling reference has none)",
+        "construction": ("te.Linear, and TE 2.x's operation-based BasicLinear of the Userbuffers cases, record "
+                         "their construction cast's amax in the weight's history; the init_cast path is a cast "
+                         "with a dummy amax, which neither takes: use construction=copy"),
         "dims": "TE's FP8 GEMMs (cuBLASLt) need every leading dimension a multiple of 16",
         "batch": "the weight-gradient GEMM's inner dimension is the batch, and TE's FP8 GEMMs need it a multiple of 16",
     },
@@ -59,8 +77,8 @@ class DeclinedCase(ValueError):
 
 
 def decline_reason(spec: ModelSpec) -> str | None:
-    """Why ``--sut te`` does not run a model of this spec (shapes aside), or None."""
-    reason = model_declined_reason(CAPABILITIES, spec)
+    """Why ``--sut te`` does not build this spec as ``te.Linear`` layers (shapes aside), or None."""
+    reason = model_declined_reason(CAPABILITIES, spec) or (LINEAR_BIAS if spec.bias else None)
     return PREFIX + reason if reason else None
 
 
@@ -98,7 +116,7 @@ def fit_shapes(case: CaseSpec) -> CaseSpec:
 
 
 def declined_cases() -> dict[str, str]:
-    """Catalogue case name -> why ``--sut te`` leaves it out."""
+    """Catalogue case name -> why ``--sut te`` leaves it out (Userbuffers: ``ub_cases.declined_cases``)."""
     return {case.name: reason for case in catalogue_cases()
             if (reason := decline_reason(case.model)) is not None}
 

@@ -20,6 +20,16 @@ layers and does not keep them where the adapter could read them), everything lis
 downstream of a GEMM, and the final weights. The snapshot still carries every role's history
 and scale: the cross-rank oracle compares them between ranks, and the isolation oracle's
 digest covers them, whole.
+
+Userbuffers cases (one tensor-parallel layer, :mod:`.ub_model`) compare the same roles, which
+for one layer are its input, its output gradient and, at step 0, its weight shard: the
+input's amax is of this rank's sequence shard (column-parallel) or hidden shard (row), the
+output gradient's of its own shard, all reduced over the group by TE's autocast. None of them
+passes through a GEMM or through a Userbuffers buffer. What does (the all-gathered input each
+rank's GEMM reads, the reduce-scattered outputs and gradients, every weight after the first
+optimizer step) is not compared. The reference there is the tensor-parallel one
+(:mod:`harness.reference.tensor_parallel`) on data rounded to bf16, the dtype TE's
+Userbuffers run in.
 """
 
 from __future__ import annotations
@@ -49,7 +59,13 @@ def comparable(state: RoleState, role: str, fp8_weights: bool) -> RoleState:
 
 def expected_model(case, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
     """The reference's expectation, restricted to what TE must reproduce bit for bit."""
-    full = reference_model(case, run_seed, world_size, rank, model_index)
+    if case.model.userbuffers:
+        from harness.reference.tensor_parallel import expected_tp_model
+        from harness.stacks.te.userbuffers import ACT_DTYPE
+
+        full = expected_tp_model(case, run_seed, world_size, rank, model_index, data_dtype=ACT_DTYPE)
+    else:
+        full = reference_model(case, run_seed, world_size, rank, model_index)
     n_layers = len(case.model.dims) - 1
     steps = []
     for t, states in enumerate(full.steps):

@@ -1,7 +1,7 @@
 """``--sut te-buggy``: TE's pre-fix id bookkeeping and post-cast hook, put back into TE on purpose.
 
-Before TE PR #1326 (DESIGN section 1), TE tracked FP8 parameters by ``id(param._data)``. This
-module restores that logic around TE 2.x, written from that description, so the harness's
+Before TE PR #1326 (docs/design.md, "The bug"), TE tracked FP8 parameters by ``id(param._data)``.
+This module restores that logic around TE 2.x, written from that description, so the harness's
 oracles can be shown to catch the bug on the real stack. Nothing here runs unless the stack is
 loaded as ``te-buggy`` (or ``--sut te --inject id-hook``).
 
@@ -65,13 +65,17 @@ def uninstall() -> None:
         quantizer_cls.update_quantized = original
 
 
-def attach(layer, state_manager) -> None:
-    """Register the layer's FP8 weight at the layer's first forward inside an FP8 autocast."""
+def attach(layer, state_manager, weight=None) -> None:
+    """Register the layer's FP8 weight at the layer's first forward inside an FP8 autocast.
+
+    ``weight()`` gives the weight when it is not ``layer.weight`` (a ``te.ops.Sequential``,
+    whose forward is the one a hook sees, holds it in its ``BasicLinear``).
+    """
 
     def register(module, args) -> None:
         if getattr(module, _REGISTERED_ATTR, False) or not state_manager.is_fp8_enabled():
             return
-        data = getattr(module.weight, "_data", None)
+        data = getattr(weight() if weight is not None else module.weight, "_data", None)
         if data is None:          # a high-precision weight: pre-fix TE registered FP8 weights only
             return
         key = state_manager.get_unique_autocast_key(state_manager.get_fp8_recipe(), state_manager.get_fp8_group())

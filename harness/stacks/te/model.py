@@ -114,12 +114,13 @@ def build_model(spec, ctx, te_mods, amax_group, device, layer_setup=None) -> TEM
 
 
 def forward_backward(model: TEModel, te_mods, inputs: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+    """The step's output, still on the GPU: the caller waits for it with a deadline (:mod:`.gpu_wait`)."""
     x = inputs.to(model.device)
     dy = grad_output.to(model.device)
     with autocast(te_mods.te, model.recipe, model.amax_group):
         out = model.module(x)
     out.backward(dy)
-    return out.detach().cpu()
+    return out.detach()
 
 
 def weight_gradients(model: TEModel) -> list[torch.Tensor]:

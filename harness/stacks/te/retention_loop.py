@@ -3,8 +3,8 @@
 ``python -m harness.stacks.te.retention_loop --models N --json PATH`` (one process), or under
 ``torchrun --nproc-per-node 2`` (one GPU per rank, gloo beside NCCL as in the harness). Each
 model: build, one step (forward and backward under autocast, optimizer step), destroy, collect.
-TE never prunes its global amax buffers (DESIGN section 1), so each model leaves its meta
-tensors there and every later autocast exit reduces and updates them again. After each model,
+TE never prunes its global amax buffers (docs/design.md, "The bug"), so each model leaves its
+meta tensors there and every later autocast exit reduces and updates them again. After each model,
 measured here:
 
 * ``cuda_allocated_bytes``: ``torch.cuda.memory_allocated()`` after the model died;

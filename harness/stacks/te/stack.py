@@ -12,26 +12,39 @@ One step, as the harness calls it::
     snapshot          every layer's input, weight and grad_output state (harness.stacks.te.snapshot)
     optimizer_step    gradient all-gather and rank-order sum over NCCL, SGD, FP8 re-cast in place
 
+Two kinds of model: ``te.Linear`` layers (:mod:`.model`, the catalogue's cases) and, for the
+``userbuffers/...`` family, one tensor-parallel layer of TE's fusible ops overlapping its
+communication with its GEMMs through TE's Userbuffers (:mod:`.ub_model`, :mod:`.userbuffers`).
+Every call that issues GPU work ends with a wait for the GPU bounded by the run's deadline
+(:mod:`.gpu_wait`), so a collective or a Userbuffers chunk that never comes is a ``liveness``
+failure naming what the rank waits for, not a process blocked for good.
+
 The reference is :func:`harness.stacks.te.compared.expected_model`: the delayed-scaling
 reference restricted to what TE must reproduce bit for bit; the catalogue is
-:func:`harness.stacks.te.cases.builtin_cases`.
+:func:`harness.stacks.te.cases.builtin_cases` (a run without ``--cases``), and a selection may
+also name the Userbuffers family (:meth:`TEStack.all_cases`).
 """
 
 from __future__ import annotations
 
+import os
+
 import torch
 
-from harness.errors import UsageError
+from harness.errors import SetupError, UsageError
 from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
 from harness.stacks.te import availability
 from harness.stacks.te import cases as _cases
 from harness.stacks.te import compared as _compared
-from harness.stacks.te import global_state, id_hook
+from harness.stacks.te import global_state, gpu_wait, gpus, id_hook, ub_cases, ub_progress
 from harness.stacks.te import model as _model
 from harness.stacks.te import snapshot as _snapshot
+from harness.stacks.te import ub_model as _ub_model
 from harness.stacks.te.groups import AmaxGroups, select_device
+from harness.stacks.te.userbuffers import UbCommunicators
 
 INJECTIONS = ("id-hook",)
+RESET_WAIT_S = 5.0     # reset(): every rank has ended its case; GPU work pending longer waits for a peer gone
 
 
 class TEStack:
@@ -46,6 +59,10 @@ class TEStack:
         self.name = "te" if inject is None else "te-buggy"
         self._groups = AmaxGroups()
         self._te = None
+        self._ub_mods = None
+        self._ub = UbCommunicators()
+        self._device: torch.device | None = None     # set once a model was built: CUDA is in use
+        self._deadline_s = 10.0
 
     @property
     def buggy(self) -> bool:
@@ -59,30 +76,89 @@ class TEStack:
                 id_hook.install(self._te)
         return self._te
 
+    def ub_mods(self):
+        """TE's fusible ops and Userbuffers, imported at the first Userbuffers model; the progress
+        record is installed on TE's fused modules then (:mod:`.ub_progress`)."""
+        if self._ub_mods is None:
+            from harness.comm import hang_report
+
+            mods = availability.ub_modules()
+            ub_progress.install(mods.fused, lambda comm: self._ub.name_of(mods.base, comm))
+            hang_report.register_progress(ub_progress.PROGRESS.pending)
+            self._ub_mods = mods
+        return self._ub_mods
+
+    def check_world_size(self, world_size: int) -> None:
+        """Called before any rank starts: SetupError (one line, exit 2) when this machine cannot
+        run ``world_size`` ranks of TE (more ranks than GPUs, a GPU without FP8)."""
+        reason = gpus.world_refusal(world_size, gpus.visible_gpus(), self.name)
+        if reason is not None:
+            raise SetupError(reason)
+
+    def _wait(self, device: torch.device, what: str) -> None:
+        gpu_wait.wait_for_gpu(device, self._deadline_s, what, ub_progress.PROGRESS.pending)
+
     # --- building ---------------------------------------------------------------------------
-    def build(self, spec: ModelSpec, ctx: BuildContext) -> _model.TEModel:
-        _cases.check_model(spec)
+    def build(self, spec: ModelSpec, ctx: BuildContext):
+        if spec.userbuffers:
+            reason = ub_cases.decline_reason(spec) or ub_cases.shape_reason(spec.dims, ctx.world_size, spec.overlap)
+        else:
+            reason = _cases.decline_reason(spec) or _cases.shape_reason(spec.dims)
+        if reason is not None:
+            raise _cases.DeclinedCase(reason)
         mods = self.te_mods()
         device = select_device(ctx.rank)
+        self._device, self._deadline_s = device, ctx.deadline_s
         group = self._groups.for_group(ctx.group if ctx.world_size > 1 else None)
-        if not self.buggy:
-            return _model.build_model(spec, ctx, mods, group, device)
-        # Each layer registers its weight's id at its first forward under autocast (where pre-fix
-        # TE did); the cast hook is process-wide, so the construction copy already runs it, and a
-        # reused id that a dead model registered completes a stale set right there.
-        return _model.build_model(spec, ctx, mods, group, device,
-                                  layer_setup=lambda layer: id_hook.attach(layer, mods.state_manager))
+        # The buggy stack: each layer registers its weight's id at its first forward under
+        # autocast (where pre-fix TE did); the cast hook is process-wide, so the construction
+        # copy already runs it, and a reused id that a dead model registered completes a stale
+        # set right there.
+        if spec.userbuffers:
+            ub = self.ub_mods()
+            both = type(mods)(**vars(mods), ops=ub.ops)
+            setup = ((lambda module, weight: id_hook.attach(module, mods.state_manager, weight=weight))
+                     if self.buggy else None)
+            model = _ub_model.build_model(spec, ctx, both, group, device, layer_setup=setup)
+        else:
+            setup = (lambda layer: id_hook.attach(layer, mods.state_manager)) if self.buggy else None
+            model = _model.build_model(spec, ctx, mods, group, device, layer_setup=setup)
+        self._wait(device, f"rank {ctx.rank}, building a model")
+        return model
 
     # --- a step -----------------------------------------------------------------------------
     def forward_backward(self, model, inputs: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+        if isinstance(model, _ub_model.TEUbModel):
+            return self._ub_forward_backward(model, inputs, grad_output)
         _cases.check_batch(model.dims, inputs.shape[0])
-        return _model.forward_backward(model, self.te_mods(), inputs, grad_output)
+        out = _model.forward_backward(model, self.te_mods(), inputs, grad_output)
+        self._wait(model.device, "a step (forward and backward)")
+        return out.cpu()
+
+    def _ub_forward_backward(self, model, inputs: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+        rows = model.world * inputs.shape[0] if model.layout == "column" else inputs.shape[0]
+        reason = ub_cases.shape_reason(model.dims, model.world, model.overlap, batch=rows // model.world)
+        if reason is not None:
+            raise _cases.DeclinedCase(reason)
+        if model.overlap:
+            # Every rank reaches its model's first step together: initialize_ub is collective.
+            self._ub.ensure(self.ub_mods().base, model.harness_group, (rows, model.dims[0]), model.world,
+                            model.deadline_s)
+        out = _ub_model.forward_backward(model, self.te_mods(), inputs, grad_output, ub_progress.PROGRESS)
+        self._wait(model.device, f"rank {model.rank}, {model.where('forward and backward')}")
+        model.steps += 1
+        return out.detach().float().cpu()
 
     def snapshot(self, model) -> dict[str, RoleState]:
         return _snapshot.snapshot(model.layers, model.fp8_weights)
 
     def optimizer_step(self, model) -> None:
+        if isinstance(model, _ub_model.TEUbModel):
+            _ub_model.sgd_step(model)
+            self._wait(model.device, f"rank {model.rank}, {model.where('optimizer step', model.steps - 1)}")
+            return
         _model.sgd_step(model)
+        self._wait(model.device, "an optimizer step")
 
     def final_weights(self, model) -> dict[str, RoleState]:
         return _snapshot.final_weights(model.layers, model.master, model.fp8_weights)
@@ -94,18 +170,26 @@ class TEStack:
     def builtin_cases(self) -> list:
         return _cases.builtin_cases()
 
+    def all_cases(self) -> list:
+        """What a ``--cases`` selection chooses from: the catalogue and the Userbuffers family."""
+        return _cases.builtin_cases() + ub_cases.builtin_cases()
+
     # --- lifetime and registries ------------------------------------------------------------
     def reuse_targets(self, model) -> list:
         """Every FP8 weight's ``_data``: what the pre-fix hook keys on (``id(weight._data)``)."""
         return list(model.weight_data)
 
     def model_objects(self, model) -> list:
+        if isinstance(model, _ub_model.TEUbModel):
+            ops = [model.linear] + ([model.bias] if model.bias is not None else [])
+            return [model, model.module, *ops, model.linear.weight, *model.weight_data]
         return [model, model.module, *model.layers, *(layer.weight for layer in model.layers), *model.weight_data]
 
     def destroy(self, model) -> None:
         # TE's kernels run asynchronously: an error of this model's last kernels surfaces here,
-        # inside its case, not in the next one.
-        torch.cuda.synchronize(model.device)
+        # inside its case, not in the next one. The Userbuffers communicators are the process's
+        # (shared by every model, as in TE's test): reset() releases them.
+        self._wait(model.device, "destroying a model")
 
     def registries(self) -> dict:
         regs = global_state.registries(self.te_mods().state_manager)
@@ -114,14 +198,36 @@ class TEStack:
         return regs
 
     def reset(self) -> None:
+        """TE's global FP8 state, the buggy hook's maps, and the Userbuffers communicators.
+
+        The communicators are released only with the GPU idle: their counters may be out of step
+        after a failed case, and freeing buffers under a running kernel faults the GPU. A rank
+        whose GPU still waits :data:`RESET_WAIT_S` after its case ended waits for a peer that
+        moved on: it cannot continue, and says so (the runner starts new processes).
+        """
+        if self._device is not None:
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self._device))
+            if not gpu_wait.idle_within(event, RESET_WAIT_S):
+                pending = "; ".join(ub_progress.PROGRESS.pending()) or "a collective (no Userbuffers exchange pending)"
+                raise SetupError(f"--sut {self.name}: rank's GPU still busy {RESET_WAIT_S:g} s after its case ended "
+                                 f"({pending}); its communicators cannot be released in this process")
+            if self._ub.live:
+                self._ub.destroy(self.ub_mods().base)
         global_state.reset(self.te_mods().state_manager)
         if self.buggy:
             id_hook.reset()
 
 
 def load(inject: str | None = None) -> TEStack:
-    """The TE stack (``--sut te``), optionally with the pre-fix hook (``--inject id-hook``)."""
+    """The TE stack (``--sut te``), optionally with the pre-fix hook (``--inject id-hook``).
+
+    Sets ``CUDA_DEVICE_MAX_CONNECTIONS=1`` unless it is set: TE's Userbuffers test runs with it,
+    and it must be in place before CUDA starts (ranks inherit it from the process that loads
+    the stack first).
+    """
     availability.require()
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     return TEStack(inject)
 
 

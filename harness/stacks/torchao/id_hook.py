@@ -1,4 +1,6 @@
-"""``--inject id-hook``: TE's pre-fix id bookkeeping (DESIGN section 1), grafted onto torchao.
+"""``--inject id-hook``: TE's pre-fix id bookkeeping, grafted onto torchao.
+
+The hook, and how a dead id makes it fire: docs/design.md, "The bug".
 
 torchao keeps no id()-keyed state; this module adds some on purpose, so that the harness's
 oracles can be shown to catch the bug class on a real stack. Nothing here runs unless the

@@ -1,0 +1,225 @@
+"""What else keeps a keyed object alive, or makes a stale entry harmless.
+
+The analyzer (:meth:`~harness.scan.analyzer.ModuleAnalyzer._kept_alive`) asks these
+questions about one object of one store, after the plain ones (does the entry hold the
+object, does a finalizer prune it). Each answer is a sentence for the finding's reason, or
+None when the source does not show it:
+
+* :func:`immortal` -- the object never dies: a class, a function or import of the module, a
+  builtin, ``type(x)``, ``x.__class__``, an attribute of an imported module;
+* :func:`loop_holder` -- the object is an element of a tuple bound in the same function as
+  the registry, so both live exactly as long (``for m in skipped: warned.add(id(m))``);
+* :func:`object_free_value` -- every entry is made without the object and never changed
+  (``streams[key] = torch.cuda.Stream()``), so a new object matching a dead one's entry gets
+  a value as good as its own;
+* :func:`membership_guards` -- the function checks the key is in another registry
+  (``assert key in self.tensors``), whose stores are judged later (an invariant spanning
+  two dicts: when that one holds its objects, this entry's object is alive).
+
+:func:`aliases` resolves a local bound to long-lived containers (``ids = self.a if rs else
+self.b``), so a second holder reached through it is connected to the registry.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Optional
+
+from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
+from harness.scan.syntax import render, root_of, same_expr, walk_same_scope
+
+_BUILTIN_NAMES = set(dir(builtins))
+_TUPLE_BUILDERS = {"tuple", "frozenset"}
+
+
+def aliases(expr: ast.expr, place, depth: int = 0) -> list[ast.expr]:
+    """The containers a local name stands for (every value it is bound to, both branches of
+    an ``if``-expression), or ``[expr]`` when it is not such a local."""
+    if isinstance(expr, ast.IfExp):
+        return [*aliases(expr.body, place, depth + 1), *aliases(expr.orelse, place, depth + 1)]
+    if not isinstance(expr, ast.Name) or depth > 3:
+        return [expr]
+    binding, owner = place.scope.resolve(expr.id)
+    if binding is not Binding.LOCAL or owner is not place.scope:
+        return [expr]
+    values = owner.values.get(expr.id, [])
+    if not values or any(v is UNTRACKED for v in values):
+        return [expr]
+    resolved: list[ast.expr] = []
+    for value in values:
+        if isinstance(value, (ast.IfExp, ast.Attribute, ast.Subscript)) or (
+            isinstance(value, ast.Name) and value.id != expr.id
+        ):
+            resolved.extend(aliases(value, place, depth + 1))
+        else:
+            return [expr]   # a new container: the local is its own root
+    return resolved
+
+
+def roots(expr: ast.expr, place) -> set[str]:
+    """The root names of every container ``expr`` stands for (``{"self"}``)."""
+    found = set()
+    for alias in aliases(expr, place):
+        root, _ = root_of(alias)
+        if isinstance(root, ast.Name):
+            found.add(root.id)
+    return found
+
+
+def immortal(obj: ast.expr, place) -> Optional[str]:
+    """Why ``obj`` lives for the whole process, or None."""
+    if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name) and obj.func.id == "type" and len(obj.args) == 1:
+        return f"{render(obj)} is a class, and classes live for the whole process"
+    if isinstance(obj, ast.Attribute) and obj.attr == "__class__":
+        return f"{render(obj)} is a class, and classes live for the whole process"
+    if isinstance(obj, ast.Attribute):
+        root, parts = root_of(obj)
+        if "[]" not in parts and isinstance(root, ast.Name) and _module_binding(root.id, place) == "import":
+            return f"{render(obj)} is an attribute of the imported module {root.id}, which lives for the whole process"
+        return None
+    if not isinstance(obj, ast.Name):
+        return None
+    binding, owner = place.scope.resolve(obj.id)
+    if binding in (Binding.PARAM, Binding.CLOSURE) and owner.bound_param == obj.id and owner.binds_class:
+        return f"{obj.id} is the class {owner.class_name} (or a subclass), and classes live for the whole process"
+    if binding is not Binding.MODULE:
+        return None
+    kind = _module_binding(obj.id, place)
+    if kind in ("def", "class", "import"):
+        return f"{obj.id} is a module-level {'function' if kind == 'def' else kind if kind == 'class' else 'import'}, which lives for the whole process"
+    if kind is None and obj.id in _BUILTIN_NAMES:
+        return f"{obj.id} is a builtin, which lives for the whole process"
+    return None
+
+
+def _module_binding(name: str, place) -> Optional[str]:
+    """How the module binds ``name`` at top level: "def", "class", "import", "value", or
+    None when it does not."""
+    module = place.module
+    if name not in module.module_scope.assigned:
+        return None
+    kinds = set()
+    for statement in module.tree.body:
+        for node in _top_level(statement):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                kinds.add("def")
+            elif isinstance(node, ast.ClassDef) and node.name == name:
+                kinds.add("class")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name).split(".")[0] == name for a in node.names):
+                kinds.add("import")
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With)):
+                targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+                if any(isinstance(t, ast.Name) and t.id == name for target in targets if target is not None for t in ast.walk(target)):
+                    kinds.add("value")
+    return kinds.pop() if len(kinds) == 1 else ("value" if kinds else None)
+
+
+def _top_level(statement: ast.stmt):
+    """A module statement, and the statements inside its if/try blocks (conditional imports)."""
+    yield statement
+    if isinstance(statement, (ast.If, ast.Try)):
+        for field in ("body", "orelse", "finalbody"):
+            for inner in getattr(statement, field, []) or []:
+                yield from _top_level(inner)
+        for handler in getattr(statement, "handlers", []) or []:
+            for inner in handler.body:
+                yield from _top_level(inner)
+
+
+def loop_holder(sink: ast.AST, obj: ast.expr, container: ast.expr, place) -> Optional[str]:
+    """``for m in mods: seen.add(id(m))`` where ``mods`` is a tuple bound in the same function
+    as ``seen``: the tuple holds every object for as long as the registry can be reached."""
+    if not isinstance(obj, ast.Name):
+        return None
+    iterable = _loop_source(sink, obj.id, place.module.parents)
+    if not isinstance(iterable, ast.Name):
+        return None
+    registry_roots = [root_of(alias)[0] for alias in aliases(container, place)]
+    if len(registry_roots) != 1 or not isinstance(registry_roots[0], ast.Name):
+        return None
+    registry_owner = place.scope.resolve(registry_roots[0].id)[1]
+    binding, owner = place.scope.resolve(iterable.id)
+    if binding not in (Binding.LOCAL, Binding.CLOSURE) or owner is not registry_owner or owner.kind is not ScopeKind.FUNCTION:
+        return None
+    if place.scope.resolve(registry_roots[0].id)[0] not in (Binding.LOCAL, Binding.CLOSURE):
+        return None
+    values = owner.values.get(iterable.id, [])
+    if not values or not all(_is_tuple(value) for value in values):
+        return None
+    return (
+        f"{obj.id} comes from {iterable.id}, a tuple bound in {owner.name}() like {render(registry_roots[0])}: "
+        "it holds the objects for as long as the registry can be reached"
+    )
+
+
+def _loop_source(node: ast.AST, name: str, parents: dict) -> Optional[ast.expr]:
+    """The iterable of the innermost ``for`` (or comprehension) around ``node`` that binds ``name``."""
+    current = parents.get(node)
+    while current is not None:
+        if isinstance(current, (ast.For, ast.AsyncFor)) and any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(current.target)):
+            return current.iter
+        if isinstance(current, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            for generator in current.generators:
+                if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(generator.target)):
+                    return generator.iter
+        if isinstance(current, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return None
+        current = parents.get(current)
+    return None
+
+
+def _is_tuple(value) -> bool:
+    if isinstance(value, ast.Tuple):
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in _TUPLE_BUILDERS
+
+
+def object_free_value(value: Optional[ast.expr], container: ast.expr, place) -> Optional[str]:
+    """``d[key] = Factory()`` with constant arguments only, in a container whose entries are
+    never changed after the store: a stale match hands out a value made without any object."""
+    if not isinstance(value, ast.Call) or any(isinstance(a, ast.Starred) for a in value.args):
+        return None
+    arguments = [*value.args, *(k.value for k in value.keywords)]
+    if not all(isinstance(a, ast.Constant) for a in arguments):
+        return None
+    if isinstance(value.func, ast.Name) and value.func.id in ("dict", "list", "set", "defaultdict", "deque", "OrderedDict"):
+        return None   # an empty container is filled later, with what the scan cannot see
+    shown = render(container)
+    for node in ast.walk(place.module.tree):
+        target = None
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            for candidate in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                if isinstance(candidate, (ast.Subscript, ast.Attribute)) and isinstance(candidate.value, ast.Subscript):
+                    target = candidate.value.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Subscript):
+            target = node.func.value.value
+        if target is not None and render(target) == shown:
+            return None
+    return (
+        f"each entry is a new {render(value)}, made without the object and never changed, so a new "
+        "object matching a dead one's entry gets a value as good as its own"
+    )
+
+
+def membership_guards(sink: ast.AST, key_node: ast.expr, place, judge) -> list[tuple[str, int]]:
+    """``(identity, line)`` of every registry this function checks holds ``key_node`` on the
+    way to ``sink``: ``assert key in reg`` before it, or ``if key in reg:`` around it."""
+    found = []
+    function = place.scope.node
+    parents = place.module.parents
+    for node in walk_same_scope(function):
+        if not (isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In)):
+            continue
+        if not same_expr(node.left, key_node) or node.lineno > getattr(sink, "lineno", 0):
+            continue
+        statement = parents.get(node)
+        guards = isinstance(statement, ast.Assert) and statement.test is node
+        if isinstance(statement, ast.If) and statement.test is node:
+            guards = any(child is sink for body in statement.body for child in ast.walk(body))
+        if not guards:
+            continue
+        verdict = judge.container(node.comparators[0], place)
+        if verdict.identity:
+            found.append((verdict.identity, node.lineno))
+    return found
