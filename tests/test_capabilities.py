@@ -47,6 +47,7 @@ def _case(batch=16, **model) -> CaseSpec:
     ({"min_world_size": 2, "max_world_size": 1}, "max_world_size must be an integer >= min_world_size"),
     ({"why": {"colour": "no reason"}}, "why has no check 'colour'"),
     ({"why": {"bias": 3}}, "every why entry must be text"),
+    ({"declines": "square layers only"}, "declines must be a function"),
 ])
 def test_a_bad_declaration_is_refused(fields, message):
     with pytest.raises(UsageError, match=message):
