@@ -19,10 +19,9 @@ from harness.stacks.capabilities import (UNDECLARED, Capabilities, Construction,
 from harness.stacks.emulated.stack import PATCHED
 from harness.stacks.protocol import ModelSpec
 from harness.stacks.te import cases as te_cases
+from harness.stacks.te.declaration import CAPABILITIES as TE
 from harness.stacks.torchao.cases import CAPABILITIES as TORCHAO
 from harness.stacks.torchao.cases import builtin_cases as torchao_cases
-
-TE = te_cases.CAPABILITIES
 
 
 def _case(batch=16, **model) -> CaseSpec:

@@ -11,7 +11,7 @@ import pytest
 from harness.errors import UsageError
 from harness.stacks.capabilities import Capabilities, capabilities_of, declined_reason
 from harness.stacks.emulated.stack import PATCHED, EmulatedStack
-from harness.stacks.te.cases import CAPABILITIES as TE
+from harness.stacks.te.declaration import CAPABILITIES as TE
 from harness.stacks.torchao.cases import CAPABILITIES as TORCHAO
 from harness.stress import explore
 from harness.stress.explore import draw, shrink_in_batch

@@ -16,6 +16,7 @@ One concept per file:
 * :mod:`.snapshot` -- reading each role's state from TE's ``fp8_meta`` and FP8 weights;
 * :mod:`.compared` -- what is compared with the bit-exact reference, and what is not;
 * :mod:`.cases` -- TE's case catalogue (the built-in one, in shapes TE's FP8 GEMMs accept);
+* :mod:`.declaration` -- what the stack runs, for the runners, stress and the build;
 * :mod:`.global_state` -- TE's process-global FP8 state, for ``registries()`` and ``reset()``;
 * :mod:`.reuse` -- where the harness may force id reuse: right before TE allocates ``_data``;
 * :mod:`.id_hook` -- ``te-buggy``: the pre-fix id-keyed post-cast hook, put back on purpose;

@@ -15,9 +15,10 @@ same shapes, since ``--sut te`` selects from this catalogue), less what this ada
   reference has neither.
 
 The Userbuffers family (``userbuffers=true``) is built from TE's fusible ops, in its own shapes
-(:mod:`harness.stacks.te.ub_cases`). All of it is :data:`CAPABILITIES`, the declaration the
-runners and stress read: a case file that asks for anything else gets the case ``skipped`` with
-the reason, and the build refuses the same.
+(:mod:`harness.stacks.te.ub_cases`). All of it is one declaration
+(:data:`harness.stacks.te.declaration.CAPABILITIES`, from :data:`FIELDS` here), which the runners
+and stress read: a case file that asks for anything else gets the case ``skipped`` with the
+reason, and the build refuses the same.
 """
 
 from __future__ import annotations
@@ -37,29 +38,15 @@ LINEAR_BIAS = ("bias=true without userbuffers: te.Linear layers are built withou
                "reference has none)")
 
 
-def _joint_reason(case, world_size: int | None) -> str | None:
-    """What the declaration's fields cannot say: bias only on Userbuffers layers, and the
-    Userbuffers family's own shapes (:mod:`harness.stacks.te.ub_cases`)."""
-    from harness.stacks.te import ub_cases      # it imports this module
-
-    model = case.model
-    if not model.userbuffers:
-        return LINEAR_BIAS if model.bias else None
-    reason = ub_cases.decline_reason(model)
-    if reason is None and world_size is not None:
-        reason = ub_cases.shape_reason(model.dims, world_size, model.overlap)
-    return reason
-
-
-# What --sut te and --sut te-buggy run: stress draws from it, the runners skip what it declines,
-# and the build refuses the same (one place to change).
-CAPABILITIES = Capabilities(
+# What --sut te and --sut te-buggy run, field by field; harness.stacks.te.declaration adds what
+# fields cannot say (bias only on Userbuffers layers, the Userbuffers shapes) and is what the
+# runners and stress read. The build refuses the same (one place to change).
+FIELDS = Capabilities(
     formats=(Format.HYBRID, Format.E4M3),
     scalings=("delayed",),
     constructions=(Construction.COPY,),
     dim_multiple=GEMM_MULTIPLE,
     batch_multiple=GEMM_MULTIPLE,
-    declines=_joint_reason,
     why={
         "scaling": "this adapter runs TE's DelayedScaling recipe, the one the reference models",
         "format": "TE's DelayedScaling refuses the E5M2 format (no pure E5M2 training)",
@@ -78,13 +65,13 @@ class DeclinedCase(ValueError):
 
 def decline_reason(spec: ModelSpec) -> str | None:
     """Why ``--sut te`` does not build this spec as ``te.Linear`` layers (shapes aside), or None."""
-    reason = model_declined_reason(CAPABILITIES, spec) or (LINEAR_BIAS if spec.bias else None)
+    reason = model_declined_reason(FIELDS, spec) or (LINEAR_BIAS if spec.bias else None)
     return PREFIX + reason if reason else None
 
 
 def shape_reason(dims, batch: int | None = None) -> str | None:
     """Why TE's FP8 GEMMs would refuse these widths (or this batch), or None."""
-    reason = shape_declined_reason(CAPABILITIES, dims, batch)
+    reason = shape_declined_reason(FIELDS, dims, batch)
     return PREFIX + reason if reason else None
 
 

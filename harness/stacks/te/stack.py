@@ -36,6 +36,7 @@ from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
 from harness.stacks.te import availability
 from harness.stacks.te import cases as _cases
 from harness.stacks.te import compared as _compared
+from harness.stacks.te.declaration import CAPABILITIES
 from harness.stacks.te import global_state, gpu_wait, gpus, id_hook, ub_cases, ub_progress
 from harness.stacks.te import model as _model
 from harness.stacks.te import snapshot as _snapshot
@@ -50,7 +51,7 @@ RESET_WAIT_S = 5.0     # reset(): every rank has ended its case; GPU work pendin
 class TEStack:
     """``te.Linear`` models with FP8 weights; with ``inject="id-hook"``, plus :mod:`.id_hook`."""
 
-    capabilities = _cases.CAPABILITIES     # what it runs; build() refuses the rest with the same reasons
+    capabilities = CAPABILITIES     # what it runs; build() refuses the rest with the same reasons
 
     def __init__(self, inject: str | None = None):
         if inject is not None and inject not in INJECTIONS:
