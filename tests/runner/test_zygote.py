@@ -112,3 +112,41 @@ def test_a_child_that_does_not_answer_in_time_is_killed():
         zygote.close()
     assert zygote.pid is None and not os.path.exists(f"/proc/{pid}/status") or \
         open(f"/proc/{pid}/status").read().find("State:\tZ") >= 0
+
+
+class PreloadingStack(CountingStack):
+    """Counts its preloads; the runner calls ``preload`` once, before the zygote forks."""
+
+    def __init__(self):
+        super().__init__()
+        self.preloads = []
+
+    def preload(self):
+        self.preloads.append(os.getpid())
+
+
+PRELOADING = PreloadingStack()
+
+
+def test_a_stack_is_preloaded_once_before_the_zygote_forks(monkeypatch):
+    settings = RunConfig(launcher="inproc", sut=f"{__name__}:PRELOADING",
+                         check_reference=False).rank_settings()
+    PRELOADING.preloads.clear()
+    state = RankState.load(settings, 0)
+    assert state.stack is PRELOADING and PRELOADING.preloads == [os.getpid()]
+
+
+def test_te_refuses_a_preload_that_initialised_cuda(monkeypatch):
+    from types import SimpleNamespace
+
+    from harness.errors import SetupError
+    from harness.stacks.te import availability, stack as te_stack
+
+    monkeypatch.setattr(availability, "te_modules", lambda: SimpleNamespace())
+    monkeypatch.setattr(te_stack.TEStack, "ub_mods", lambda self: None)
+    stack = te_stack.TEStack()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    stack.preload()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    with pytest.raises(SetupError, match="initialised CUDA"):
+        te_stack.TEStack().preload()

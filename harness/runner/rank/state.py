@@ -80,7 +80,11 @@ class RankState:
 
         install()
         settings.apply_environment()
-        return cls(settings, rank, load_stack(settings.sut, settings.sut_options()))
+        stack = load_stack(settings.sut, settings.sut_options())
+        preload = getattr(stack, "preload", None)
+        if preload is not None:
+            preload()          # before the zygote forks: no isolated run imports the stack's modules again
+        return cls(settings, rank, stack)
 
     # --- between cases -----------------------------------------------------------------------
     def reset(self) -> None:

@@ -31,7 +31,9 @@ and the Userbuffers family (one tensor-parallel layer of TE's fusible ops, comm-
 * :mod:`.userbuffers` -- TE's communicators: ``initialize_ub`` once per process and group, ``destroy_ub``;
 * :mod:`.ub_progress` -- the exchanges TE issued and where the GPU is in them (which chunk of which rank).
 
-Every module imports without Transformer Engine and without CUDA: TE is imported where it is
-used, the first time a model is built. That keeps CUDA uninitialised in the process the
-runner forks its pristine zygote from (a CUDA context does not survive ``fork``).
+Every module imports without Transformer Engine and without CUDA: loading the stack (the
+controller does, to read its declaration) imports no TE. A rank imports TE once, in
+``TEStack.preload`` before it forks the pristine zygote its isolated runs start from, so no
+isolated run pays TE's import again; importing TE leaves CUDA uninitialised, and CUDA is first
+used when a model is built (a CUDA context does not survive ``fork``).
 """
