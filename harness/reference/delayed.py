@@ -24,7 +24,9 @@ The schedule it follows (the patched design, DESIGN section 2)::
                     at the next autocast exit), keep scale_inv = 1/sW privately
 
 GEMMs: ``dequantize(a) @ dequantize(b).t()`` in fp32, the same expression the emulated stacks
-evaluate, so bit equality of outputs is meaningful on one machine.
+evaluate, so bit equality of outputs is meaningful on one machine: each step's output, input
+gradient and per-layer weight gradients are compared with what the stack's ``forward_backward``
+returns (:func:`harness.oracles.reference.compare_outputs`).
 """
 
 from __future__ import annotations
@@ -83,11 +85,32 @@ def reduce_and_update(slots: list[list[_Meta]], recipe, fmt, reduce_over_group: 
 
 @dataclasses.dataclass
 class ExpectedModel:
-    """Expected state of one model on one rank: ``steps[t][key]`` and ``final[key]``."""
+    """Expected state of one model on one rank: ``steps[t][key]`` and ``final[key]``.
+
+    What each step computes, where the reference knows it bit for bit: ``outputs[t]`` (the
+    last layer's output), ``grad_inputs[t]`` (the first layer's dgrad) and ``weight_grads[t][i]``
+    (layer ``i``'s own weight gradient, before the data-parallel sum). An empty list means
+    "not compared" (a stack whose GEMMs the reference cannot reproduce leaves them empty).
+    """
 
     steps: list[dict[str, RoleState]]
     final: dict[str, RoleState]
     outputs: list[torch.Tensor]
+    grad_inputs: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    weight_grads: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
+
+    def step_outputs(self, step: int) -> dict[str, torch.Tensor]:
+        """Step ``step``'s expected tensors by the names :meth:`StepOutputs.named` gives them."""
+        out = {}
+        if step < len(self.outputs):
+            out["output"] = self.outputs[step]
+        if step < len(self.grad_inputs):
+            out["grad_input"] = self.grad_inputs[step]
+        if step < len(self.weight_grads):
+            for i, g in enumerate(self.weight_grads[step]):
+                if g is not None:
+                    out[f"layer{i}.weight_grad"] = g
+        return out
 
 
 def _role_state(meta: _Meta, fp8_bytes=None, fp8_scale_inv=None) -> RoleState:
@@ -133,6 +156,8 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
 
     steps: list[dict[str, RoleState]] = []
     outputs: list[torch.Tensor] = []
+    grad_inputs: list[torch.Tensor] = []
+    weight_grads: list[list[torch.Tensor]] = []
     for t in range(case.steps):
         saved = [[None] * n_layers for _ in ranks]
         casts = [[{} for _ in range(n_layers)] for _ in ranks]
@@ -169,6 +194,9 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
                 g_hp = dequantize(qg, sinv_g, bwd_fmt)
                 wgrads[r][i] = torch.matmul(g_hp.t(), dequantize(qx, sinv_x, fwd_fmt))
                 g = torch.matmul(g_hp, dequantize(qw, sinv_w, fwd_fmt))
+            if r == rank:
+                grad_inputs.append(g.clone())
+                weight_grads.append([w.clone() for w in wgrads[r]])
         update(BWD_ROLES)
         steps.append({
             f"layer{i}.{role}": _role_state(metas[rank][i][role], *casts[rank][i][role])
@@ -197,4 +225,4 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
         else:
             final[f"layer{i}.weight"] = RoleState(torch.zeros(0), torch.ones(()), torch.ones(()),
                                                  master[rank][i].clone(), None)
-    return ExpectedModel(steps, final, outputs)
+    return ExpectedModel(steps, final, outputs, grad_inputs, weight_grads)

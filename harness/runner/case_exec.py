@@ -25,11 +25,11 @@ from harness.idreuse.morgue import MORGUE, ReusePolicy, forcing_window
 from harness.idreuse.tracker import Graveyard, collect, walk_model
 from harness.oracles.findings import Failure
 from harness.oracles.hygiene import stale_ids, survivors
-from harness.oracles.reference import FINAL_FIELDS, compare_states
+from harness.oracles.reference import FINAL_FIELDS, compare_outputs, compare_states
 from harness.oracles.retention import growth, registry_sizes, retained_state
 from harness.reference import expected_model
 from harness.runner.ledger import LEDGER
-from harness.stacks.protocol import BuildContext
+from harness.stacks.protocol import BuildContext, StepOutputs
 
 GRAVEYARD = Graveyard()
 
@@ -241,7 +241,7 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
                 else:
                     x = step_inputs(case, m, t, rank, options.run_seed)
                     dy = step_grad_output(case, m, t, rank, options.run_seed)
-                stack.forward_backward(model, x, dy)
+                returned = StepOutputs.of(stack.forward_backward(model, x, dy)).named()
                 snap = stack.snapshot(model)
                 phases["stack"] += time.perf_counter() - t0
                 t0 = time.perf_counter()
@@ -249,7 +249,8 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
                 if case.model.recipe.reduce_amax:
                     result.meta_fingerprints.append(_meta_fingerprint(snap))
                 if expected is not None:
-                    mismatch = compare_states(expected.steps[t], snap)
+                    mismatch = compare_states(expected.steps[t], snap) or \
+                        compare_outputs(expected.step_outputs(t), returned)
                     result.steps_compared += 1
                     if mismatch and not any(f.oracle == "reference" for f in result.failures):
                         result.failures.append(Failure("reference", mismatch, rank=rank, step=t, model=m))
@@ -265,7 +266,7 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
                 if mismatch and not any(f.oracle == "reference" for f in result.failures):
                     result.failures.append(Failure("reference", f"after the last step: {mismatch}", rank=rank,
                                                    step=case.steps, model=m))
-            del final, snap, expected
+            del final, snap, expected, returned
             # Death of the model: destroy, park the reuse targets, drop every reference, collect.
             t0 = time.perf_counter()
             stack.destroy(model)
