@@ -24,7 +24,7 @@ from harness.case.spec import CaseSpec
 from harness.idreuse.morgue import MORGUE, ReusePolicy, forcing_window
 from harness.idreuse.tracker import Graveyard, collect, walk_model
 from harness.oracles.findings import Failure
-from harness.oracles.hygiene import stale_ids, survivors
+from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
 from harness.oracles.reference import FINAL_FIELDS, compare_outputs, compare_states
 from harness.oracles.retention import growth, registry_sizes, retained_state
 from harness.reference import expected_model
@@ -276,7 +276,8 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
             collect()
             parked = MORGUE.parked_ids()
             dead = GRAVEYARD.bury(tracked, parked)
-            for line in stale_ids(stack.registries(), dead)[:8]:
+            declared = stack.registries()
+            for line in (stale_ids(declared, dead) + undeclared_stale_ids(stack, declared, dead))[:8]:
                 result.failures.append(Failure("hygiene", line, rank=rank, model=m))
             for line in survivors(tracked, parked)[:8]:
                 result.failures.append(Failure("hygiene", line, rank=rank, model=m))
