@@ -101,7 +101,7 @@ def build_config(args):
                 raise UsageError(f"--cases {args.cases!r} matches no fault case; `python -m harness run --faults "
                                  f"--list` shows them all")
     else:
-        cfg.cases = resolve_cases(args.cases, args.case_file, stack)
+        cfg.cases = resolve_cases(args.cases, args.case_file, stack, world)
     from harness.faults.inject import parse as parse_fault
 
     for case in cfg.cases:

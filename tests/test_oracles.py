@@ -492,7 +492,7 @@ def test_inproc_run_of_the_buggy_stack_fails_hygiene_with_reuse(cli_runs):
     rc, report, text = cli_runs.result("emulated-buggy")
     assert rc == 1, text[-3000:]
     assert report["complete"] and report["reuse"] == "symmetric"
-    catalogue = {c.name: c for c in builtin_cases()}
+    catalogue = {c.name: c for c in builtin_cases(world_size=1)}
     cases = report["cases"]
     assert [c["name"] for c in cases] == list(catalogue)
     failing = [c for c in cases if c["outcome"] != "passed"]
@@ -519,7 +519,7 @@ def test_inproc_run_of_the_patched_stack_passes(cli_runs):
     rc, report, text = cli_runs.result("emulated-patched")
     assert rc == 0, text[-3000:]
     totals = report["totals"]
-    catalogue = builtin_cases()
+    catalogue = builtin_cases(world_size=1)
     assert totals["cases"] == len(catalogue) >= 20
     assert totals["steps_compared"] == sum(c.steps * c.models for c in catalogue) >= 500
     assert report["summary"] == {"passed": len(catalogue), "failed": 0, "errors": 0, "skipped": 0}

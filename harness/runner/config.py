@@ -70,15 +70,16 @@ def load_case_file(path: str) -> list[CaseSpec]:
     return [CaseSpec.from_dict(item) for item in items]
 
 
-def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=None) -> list[CaseSpec]:
+def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=None,
+                  world_size: int | None = None) -> list[CaseSpec]:
     if case_file:
         cases = load_case_file(case_file)
     elif stack is not None and hasattr(stack, "builtin_cases"):
         cases = stack.builtin_cases()
     elif case_expr:
-        cases = all_cases()      # a selection may name the Userbuffers family too
+        cases = all_cases()      # a selection may name recipes/no-reduce-amax too
     else:
-        cases = builtin_cases()
+        cases = builtin_cases(world_size)
     if not cases:
         raise UsageError(f"--case-file {case_file!r} holds no case" if case_file else "no case to run")
     if case_expr and any(c.name == case_expr for c in cases):
