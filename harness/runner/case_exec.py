@@ -186,6 +186,8 @@ def execute_case(case: CaseSpec, stack, rank: int, world_size: int, group, optio
         stack.reset()
         LAST_REGISTRY_SIZES.forget()
     LEDGER.begin_case(case.name)
+    if LEDGER.precheck is not None:
+        LEDGER.precheck.watch(stack)
     sizes_before = LAST_REGISTRY_SIZES.before_case(stack)
     threads_before = set(threading.enumerate())
     retained = [0, 0]
