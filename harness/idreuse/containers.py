@@ -23,6 +23,7 @@ import types
 from typing import Any, Iterable, Iterator
 
 CONTAINER_TYPES = (dict, set, frozenset, list, tuple)
+_INT_HOLDERS = (int,) + CONTAINER_TYPES
 SEARCH_DEPTH = 4
 MAX_INTS_PER_REGISTRY = 100_000
 LOWEST_ADDRESS = 4096
@@ -40,6 +41,12 @@ _NOT_STACK_PREFIXES = ("harness.runner", "harness.oracles", "harness.idreuse", "
 _TORCH_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
                      "_global_backward_pre_hooks", "_global_buffer_registration_hooks",
                      "_global_module_registration_hooks", "_global_parameter_registration_hooks")
+
+
+def place(name: str, where: str) -> str:
+    """A registry's name and a place in it (:func:`registry_ints`) as one text: ``NAME key``,
+    ``NAME['fwd'] element``."""
+    return f"{name}{'' if where.startswith(('[', '.')) else ' '}{where}".rstrip()
 
 
 def plausible_address(value: Any) -> bool:
@@ -68,13 +75,15 @@ def registry_ints(registry: Any) -> dict[int, str]:
 def _entries(container: Any, where: str) -> Iterator[tuple[Any, str]]:
     for _ in range(3):  # another thread may resize it while it is copied
         try:
+            # Entries that can hold no int (a registry's tensors, metas, modules) are skipped before
+            # their place is formatted: formatting it for every entry dominated scans of big registries.
             if isinstance(container, dict):
                 items = list(container.items())
-                pairs = [(k, f"{where} key".strip()) for k, _ in items]
-                pairs += [(v, f"{where}[{_short_repr.repr(k)}]") for k, v in items]
+                pairs = [(k, f"{where} key".strip()) for k, _ in items if isinstance(k, _INT_HOLDERS)]
+                pairs += [(v, f"{where}[{_short_repr.repr(k)}]") for k, v in items if isinstance(v, _INT_HOLDERS)]
                 return iter(pairs)
             if isinstance(container, (set, frozenset, list, tuple)):
-                return iter([(v, f"{where} element".strip()) for v in list(container)])
+                return iter([(v, f"{where} element".strip()) for v in list(container) if isinstance(v, _INT_HOLDERS)])
             return iter(())
         except RuntimeError:
             continue
