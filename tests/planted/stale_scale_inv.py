@@ -18,27 +18,31 @@ from harness.stacks.emulated.stack import EmulatedStack
 
 
 class StaleScaleInvLinear(Linear):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self._registered:
-            self._registrar(self)
-            self._registered = True
-        dtype = self.meta_fwd.dtype
-        qx, sinv_x = self.meta_fwd.cast("input", x)
-        qw, sinv_w = self.weight_fp8()
-        self.last_casts = {"input": (qx, sinv_x), "weight": (qw.clone(), sinv_w.clone())}
+    """Its GEMMs use the scale_inv of the weight's first forward; what it records is right."""
+
+    def weight_fp8(self):
+        data, scale_inv = super().weight_fp8()
         if not hasattr(self, "gemm_scale_inv"):
-            self.gemm_scale_inv = sinv_w.clone()          # the bug: never refreshed
-        x_hp = qx.view(dtype).float() * sinv_x
-        w_hp = qw.view(dtype).float() * self.gemm_scale_inv
-        return torch.matmul(x_hp, w_hp.t())
+            self.gemm_scale_inv = scale_inv.clone()       # the bug: never refreshed
+        self.true_scale_inv = scale_inv
+        return data, self.gemm_scale_inv
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = super().forward(x)
+        self._record_true_scale_inv()
+        return out
 
     def backward(self, grad_out: torch.Tensor) -> torch.Tensor:
-        qw, _ = self.last_casts["weight"]
-        self.last_casts["weight"] = (qw, self.gemm_scale_inv)
+        data, _ = self.last_casts["weight"]
+        self.last_casts["weight"] = (data, self.gemm_scale_inv)     # the dgrad GEMM uses the stale one too
         try:
             return super().backward(grad_out)
         finally:
-            self.last_casts["weight"] = (qw, self.weight_fp8()[1].clone())
+            self._record_true_scale_inv()
+
+    def _record_true_scale_inv(self) -> None:
+        data, _ = self.last_casts["weight"]
+        self.last_casts["weight"] = (data, self.true_scale_inv.clone())
 
 
 class StaleScaleInvStack(EmulatedStack):
