@@ -12,12 +12,12 @@ from harness.pytest_plugin import check_case
 
 def pytest_generate_tests(metafunc):
     if "catalog_case" in metafunc.fixturenames:
-        from harness.runner.config import resolve_cases
+        from harness.pytest_plugin import config_from
+        from harness.runner.cases import resolve_cases
         from harness.stacks import load_stack
 
-        cfg = metafunc.config
-        inject = cfg.getoption("--inject")
-        stack = load_stack(cfg.getoption("--sut"), {"inject": inject} if inject else None)
+        cfg = config_from(metafunc.config)
+        stack = load_stack(cfg.sut, cfg.sut_options())
         # The Userbuffers family has a module of its own (cases/test_userbuffers.py).
         cases = [c for c in resolve_cases(None, None, stack) if not c.model.userbuffers]
         metafunc.parametrize("catalog_case", cases, ids=[c.name for c in cases])

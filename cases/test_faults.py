@@ -10,7 +10,7 @@ step 1) to the group, checks the report (oracle, rank, cause, stack), the time i
 the deadline + 10 s), how the group was recycled (in place, or stopped and respawned with no
 process, shared-memory segment or run folder left), and then runs a normal case that must pass.
 
-Processes are told apart by their environment (harness/faults/leaks.py): every group started
+Processes are told apart by their environment (harness/faultmatrix/leaks.py): every group started
 here carries this module's marker variable, and each group its own ``HARNESS_RUN_DIR``.
 """
 
@@ -24,7 +24,7 @@ import time
 import pytest
 
 from harness.faults.cases import EXPECT, check_fault_case, fault_case, normal_case
-from harness.faults.leaks import describe_processes, group_leftovers, processes_with_env, run_dirs, shm_segments
+from harness.faultmatrix.leaks import describe_processes, group_leftovers, processes_with_env, run_dirs, shm_segments
 from harness.pytest_plugin import config_from, failure_text
 
 pytestmark = pytest.mark.faults
@@ -75,7 +75,7 @@ class FaultGroups:
 
     def session(self, launcher: str):
         from harness.errors import SetupError
-        from harness.runner.controller import CaseSession
+        from harness.runner.session import open_session
         from harness.runner.launchers import get_launcher
 
         if launcher not in self.sessions:
@@ -83,8 +83,8 @@ class FaultGroups:
                 get_launcher(launcher).check()
             except SetupError as exc:
                 pytest.skip(str(exc))
-            cfg = config_from(self.config, launcher=launcher, world_size=WORLD, deadline=DEADLINE_S)
-            session = CaseSession(cfg)
+            cfg = config_from(self.config, launcher=launcher, world_size=WORLD, deadline_s=DEADLINE_S)
+            session = open_session(cfg)
             warm = session.run(normal_case("warm-up"))
             assert warm.outcome == "passed", failure_text(warm)
             self.sessions[launcher] = session
@@ -112,7 +112,7 @@ def fault_groups(request, tmp_path_factory):
 
 def test_fault_is_reported_and_the_group_recycled(fault_launcher, kind, fault_groups):
     session = fault_groups.session(fault_launcher)
-    old = session.group
+    old = session.backend.group
     assert old is not None
     run_dir, shm_prefix, generation = old.run_dir, old.shm_prefix, old.generation
 
@@ -122,12 +122,12 @@ def test_fault_is_reported_and_the_group_recycled(fault_launcher, kind, fault_gr
 
     assert check_fault_case(report, kind, VICTIM, WORLD) == [], report.detail
     assert elapsed < DEADLINE_S + 10, f"{kind} reported after {elapsed:.1f} s"
-    if session.group is old:
+    if session.backend.group is old:
         assert kind not in RESPAWN, f"{kind}: the group was kept, but a rank is gone or stuck"
         assert old.generation == generation + 1, "the group was not recycled in place"
     else:
         assert kind not in IN_PLACE, f"{kind}: every rank answered, yet the group was respawned"
-        assert session.group is None
+        assert session.backend.group is None
         left = group_leftovers(run_dir, shm_prefix)
         assert left == {"processes": [], "segments": [], "run_dir": []}, \
             f"{left}\n{describe_processes(left['processes'])}"
@@ -143,7 +143,7 @@ def test_fault_is_reported_and_the_group_recycled(fault_launcher, kind, fault_gr
 
     if kind == "thread":
         # The rank with the leftover thread still exits by itself when the group shuts down.
-        group = session.group
+        group = session.backend.group
         session.close()
         assert group.procs.exit_codes() == [0] * len(group.procs.procs), group.procs.exit_codes()
         assert group_leftovers(group.run_dir, group.shm_prefix)["processes"] == []

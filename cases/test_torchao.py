@@ -30,20 +30,17 @@ REPRO_CASES = [c for c in builtin_cases() if c.name.startswith("torchao/repro-")
 
 
 def _config(cases, *, inject=None, launcher="inproc", world_size=1, reuse="natural", isolation=True):
-    from harness.idreuse.morgue import ReusePolicy
-    from harness.runner.case_exec import RunOptions
     from harness.runner.config import RunConfig
 
-    return RunConfig(sut="torchao", sut_options={"inject": inject} if inject else {}, launcher=launcher,
-                     world_size=world_size, options=RunOptions(reuse=ReusePolicy.parse(reuse)),
-                     cases=list(cases), isolation=isolation).validate()
+    return RunConfig(sut="torchao", inject=inject, launcher=launcher, world_size=world_size, reuse=reuse,
+                     cases=cases, isolation=isolation)
 
 
 @pytest.fixture(scope="module")
 def catalogue_report():
-    from harness.runner.inproc import run_inproc
+    from harness.runner.session import run
 
-    report = run_inproc(_config(builtin_cases()))
+    report = run(_config(builtin_cases()))
     return {c.name: c for c in report.cases}
 
 
@@ -58,9 +55,9 @@ def test_case_passes_bitwise(catalogue_report, name):
 
 
 def test_injected_id_hook_fails_hygiene():
-    from harness.runner.inproc import run_inproc
+    from harness.runner.session import run
 
-    report = run_inproc(_config(REPRO_CASES + builtin_cases()[:2], inject="id-hook", isolation=False))
+    report = run(_config(REPRO_CASES + builtin_cases()[:2], inject="id-hook", isolation=False))
     for case in report.cases:
         assert case.outcome == "failed" and "hygiene" in case.oracles, case.name
         assert "id_hook.REGISTERED_WEIGHTS" in case.detail and "of dead model.module" in case.detail
@@ -68,10 +65,10 @@ def test_injected_id_hook_fails_hygiene():
 
 @pytest.mark.slow
 def test_injected_id_hook_diverges_across_ranks_with_asymmetric_reuse():
-    from harness.runner.controller import run_controlled
+    from harness.runner.session import run
 
     cases = [c for c in REPRO_CASES if c.name in ("torchao/repro-build", "torchao/repro-update")]
-    report = run_controlled(_config(cases, inject="id-hook", launcher="spawn", world_size=2, reuse="asymmetric",
+    report = run(_config(cases, inject="id-hook", launcher="spawn", world_size=2, reuse="asymmetric",
                                     isolation=False))
     assert [c.name for c in report.cases] == [c.name for c in cases]
     # Every forced reuse landed (the weights are allocated through reuse_alloc), so in every case

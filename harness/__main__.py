@@ -2,4 +2,6 @@ import sys
 
 from harness.cli import main
 
+__harness_hidden__ = True
+
 sys.exit(main())

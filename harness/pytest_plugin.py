@@ -15,6 +15,8 @@ import atexit
 
 import pytest
 
+__harness_hidden__ = True
+
 _SESSIONS: dict = {}
 
 
@@ -23,55 +25,26 @@ class HarnessRetentionWarning(UserWarning):
 
 
 def add_options(parser) -> None:
-    group = parser.getgroup("harness", "FP8 id-reuse harness")
-    group.addoption("--sut", default="emulated-patched", help="stack under test (name or package.module:attr)")
-    group.addoption("--inject", default=None, help="bug to inject into a real stack (id-hook)")
-    group.addoption("--launcher", default="spawn", help="spawn, torchrun, mpirun or inproc")
-    group.addoption("--world-size", type=int, default=None, help="ranks per group (default 2; inproc: 1)")
-    group.addoption("--reuse", default="natural", help="off | natural | symmetric | asymmetric[:RANKS]")
-    group.addoption("--seed", type=int, default=0, help="run seed")
-    group.addoption("--deadline", type=float, default=10.0, help="seconds per collective or buffer wait")
-    group.addoption("--harness-strict", action="store_true", help="retention findings fail cases")
-    group.addoption("--no-isolation", action="store_true", help="skip the isolated re-run of each case")
+    from harness.runner.options import add_to_pytest
+
+    add_to_pytest(parser.getgroup("harness", "FP8 id-reuse harness"))
 
 
 def config_from(pytest_config, **overrides):
-    """A validated RunConfig from the pytest options (and explicit overrides)."""
-    from harness.idreuse.morgue import ReusePolicy
-    from harness.runner.case_exec import RunOptions
-    from harness.runner.config import RunConfig
+    """A validated RunConfig from the pytest options, with ``overrides`` (RunConfig fields) on top."""
+    from harness.runner.options import Front, config_from_values, pytest_values
 
-    opt = pytest_config.getoption
-    launcher = overrides.pop("launcher", opt("--launcher"))
-    world = overrides.pop("world_size", opt("--world-size"))
-    if world is None:
-        world = 1 if launcher == "inproc" else 2
-    inject = overrides.pop("inject", opt("--inject"))
-    options = RunOptions(run_seed=overrides.pop("seed", opt("--seed")),
-                         reuse=ReusePolicy.parse(overrides.pop("reuse", opt("--reuse"))),
-                         strict=overrides.pop("strict", opt("--harness-strict")),
-                         deadline_s=overrides.pop("deadline", opt("--deadline")))
-    cfg = RunConfig(sut=overrides.pop("sut", opt("--sut")), sut_options={"inject": inject} if inject else {},
-                    launcher=launcher, world_size=world, options=options,
-                    isolation=overrides.pop("isolation", not opt("--no-isolation")))
-    if overrides:
-        raise TypeError(f"unknown overrides {sorted(overrides)}")
-    return cfg.validate()
+    return config_from_values(pytest_values(pytest_config), Front.PYTEST, **overrides)
 
 
 def session_for(cfg):
     """The persistent session for ``cfg`` (created on first use, closed at exit)."""
-    key = (cfg.sut, tuple(sorted(cfg.sut_options.items())), cfg.launcher, cfg.world_size,
-           cfg.options.reuse.text(), cfg.options.run_seed, cfg.options.deadline_s, cfg.options.strict, cfg.isolation)
+    from harness.runner.session import open_session
+
+    key = cfg.session_key()
     session = _SESSIONS.get(key)
     if session is None:
-        if cfg.launcher == "inproc":
-            from harness.runner.inproc import InprocSession
-            session = InprocSession(cfg, freeze=False)
-        else:
-            from harness.runner.controller import CaseSession
-            session = CaseSession(cfg)
-        _SESSIONS[key] = session
+        session = _SESSIONS[key] = open_session(cfg, freeze=False)
     return session
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from harness.case.catalog import builtin_cases
 from harness.idreuse.morgue import ReusePolicy
 from harness.oracles.exercised import needs_reuse, not_exercised
-from harness.runner.case_exec import RunOptions, execute_case
+from harness.runner.inproc import execute_here
 from harness.stacks import load_stack
 
 CASES = {c.name: c for c in builtin_cases()}
@@ -39,7 +39,7 @@ def test_the_built_in_forced_reuse_cases_are_exercised_on_one_rank():
     stack.reset()
     try:
         for name in ("reuse/init-cast-symmetric", "reuse/copy-asymmetric"):
-            result = execute_case(CASES[name], stack, 0, 1, None, RunOptions())
+            result = execute_here(CASES[name], stack)
             assert result.failures == [] and result.reuse_misses == 0, name
             # every model after the first took its predecessor's three weight ids, at least
             assert result.reuse_events >= 3 * (CASES[name].models - 1), name

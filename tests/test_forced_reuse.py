@@ -16,7 +16,7 @@ from harness.idreuse import morgue
 from harness.idreuse.morgue import MORGUE, ReusePolicy
 from harness.report.model import verdict
 from harness.report.terminal import case_line
-from harness.runner.case_exec import RunOptions, execute_case
+from harness.runner.inproc import execute_here
 from harness.stacks import load_stack
 from harness.stacks.emulated import float8_param
 from harness.stacks.protocol import ModelSpec
@@ -39,8 +39,7 @@ def chain_case(models=4, dims=(16, 32, 16)) -> CaseSpec:
 
 
 def run_symmetric(case):
-    return execute_case(case, load_stack("emulated-patched"), 0, 1, None,
-                        RunOptions(reuse=ReusePolicy.parse("symmetric")))
+    return execute_here(case, load_stack("emulated-patched"), reuse="symmetric")
 
 
 def forced_releases(case) -> int:

@@ -15,7 +15,7 @@ from harness.case.catalog import builtin_cases
 from harness.idreuse.containers import discover_containers, registry_ints, stack_modules
 from harness.idreuse.referrers import referrer_chain
 from harness.oracles.hygiene import stale_ids, undeclared_stale_ids
-from harness.runner.case_exec import RunOptions, execute_case
+from harness.runner.inproc import execute_here
 from harness.stacks import load_stack
 from tests.planted import init_cast_cache, keeps_last_model
 
@@ -35,7 +35,7 @@ def fresh_registries():
 
 
 def run(case, stack):
-    return execute_case(case, stack, 0, 1, None, RunOptions())
+    return execute_here(case, stack)
 
 
 def test_the_declared_registries_alone_do_not_show_the_undeclared_cache():

@@ -1,6 +1,6 @@
 """Each oracle fails on a known-bad input and passes on a good one.
 
-In-process checks drive ``execute_case`` (world size 1) with the built-in stacks or small
+In-process checks drive ``execute_here`` (world size 1) with the built-in stacks or small
 wrappers around them that break exactly one thing; the ledger-based oracles (isolation,
 cross-rank) get hand-built ledgers; the last tests run the whole catalogue through
 ``python -m harness run --launcher inproc`` and read its JSON report.
@@ -25,7 +25,8 @@ from harness.fp8.recipe import DelayedScalingRecipe
 from harness.oracles.crossrank import first_divergence, scale_disagreement
 from harness.oracles.findings import Failure
 from harness.oracles.isolation import compare_runs
-from harness.runner.case_exec import RankResult, RunOptions, execute_case
+from harness.runner.inproc import execute_here
+from harness.runner.rank.result import RankResult
 from harness.stacks import load_stack
 from harness.stacks.emulated.stack import EmulatedStack
 from harness.stacks.protocol import ModelSpec
@@ -60,7 +61,7 @@ def probe_case(name="oracles/probe", *, models=2, steps=3, dims=(16, 32, 16), hi
 
 
 def run(case, stack, **options) -> RankResult:
-    return execute_case(case, stack, 0, 1, None, RunOptions(**options))
+    return execute_here(case, stack, **options)
 
 
 def f32_from_bits(b: int) -> float:

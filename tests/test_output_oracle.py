@@ -13,7 +13,7 @@ import torch
 
 from harness.case.catalog import builtin_cases
 from harness.oracles.reference import compare_outputs
-from harness.runner.case_exec import RunOptions, execute_case
+from harness.runner.inproc import execute_here
 from harness.stacks import load_stack
 from harness.stacks.protocol import StepOutputs
 from tests.planted.stale_scale_inv import StaleScaleInvStack
@@ -42,7 +42,7 @@ class Returns(StaleScaleInvStack):
 
 
 def run(case_name: str, stack):
-    return execute_case(CASES[case_name], stack, 0, 1, None, RunOptions())
+    return execute_here(CASES[case_name], stack)
 
 
 @pytest.mark.parametrize("case_name", ["delayed/wide", "repro/cross-rank"])
@@ -74,7 +74,7 @@ def test_the_patched_stack_returns_outputs_and_gradients_equal_to_the_reference(
     from harness.stacks.protocol import BuildContext
 
     ctx = BuildContext(rank=0, world_size=1, group=None, device=torch.device("cpu"),
-                       initial_weights=initial_weights(case, 0, 0))
+                       initial_weights=initial_weights(case, 0, 0), deadline_s=10.0)
     model = stack.build(case.model, ctx)
     expected = expected_model(case, 0, 1, 0, 0)
     for t in range(case.steps):

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from harness.case.catalog import builtin_cases
-from harness.faults.leaks import describe_processes
-from harness.faults.subproc import HarnessRun
+from harness.faultmatrix.leaks import describe_processes
+from harness.faultmatrix.subproc import HarnessRun
 from harness.pytest_plugin import check_case, config_from
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,12 +35,12 @@ BY_NAME = {c.name: c for c in builtin_cases()}
 def own_session(request):
     """A group of this module's own: the shared session of cases/ must not see these cases (what
     one case leaves for the next is what the harness measures)."""
-    from harness.runner.controller import CaseSession
+    from harness.runner.session import open_session
 
     cfg = config_from(request.config)
     if cfg.launcher == "inproc":
         pytest.skip("needs a rank group")
-    session = CaseSession(cfg)
+    session = open_session(cfg)
     yield session
     session.close()
 
@@ -48,7 +48,7 @@ def own_session(request):
 @pytest.mark.parametrize("name", CASES)
 def test_case_on_this_workers_group(name, own_session):
     check_case(own_session.run(BY_NAME[name]))
-    group = own_session.group
+    group = own_session.backend.group
     assert group is not None and group.world == own_session.cfg.world_size
     # The rendezvous is private: the control socket in the group's own fresh folder (mode 0700),
     # the store on a port the OS chose for this group.

@@ -9,10 +9,9 @@ it one in every run, so the reference oracle sees the stale cast every time.
 from __future__ import annotations
 
 from harness.case.catalog import builtin_cases, userbuffers_cases
-from harness.idreuse.morgue import ReusePolicy
-from harness.runner.case_exec import RunOptions
-from harness.runner.config import RunConfig, resolve_cases
-from harness.runner.controller import run_controlled
+from harness.runner.cases import resolve_cases
+from harness.runner.config import RunConfig
+from harness.runner.session import run
 
 
 def test_the_default_cases_force_reuse_with_both_constructions_and_run_the_userbuffers_family():
@@ -29,9 +28,8 @@ def test_the_default_cases_force_reuse_with_both_constructions_and_run_the_userb
 def test_an_id_keyed_cache_on_init_cast_builds_is_caught_by_the_plain_runs_forced_cases():
     cases = [c for c in builtin_cases(world_size=2) if c.reuse and c.model.construction == "init_cast"]
     assert len(cases) == 2
-    cfg = RunConfig(sut="tests.planted.init_cast_cache:STACK", launcher="spawn", world_size=2, isolation=False,
-                    cases=cases, options=RunOptions(reuse=ReusePolicy.parse("natural"))).validate()
-    report = run_controlled(cfg)
+    report = run(RunConfig(sut="tests.planted.init_cast_cache:STACK", launcher="spawn", world_size=2,
+                           isolation=False, cases=cases, reuse="natural"))
     for case in report.cases:
         assert case.outcome == "failed" and "reference" in case.oracles, (case.name, case.detail)
         assert case.reuse_events > 0, case.name

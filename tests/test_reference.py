@@ -1,7 +1,7 @@
 """The reference against the emulated stacks over the whole built-in catalogue.
 
 World size 1: each stack is driven step by step in this process, the way
-``harness.runner.case_exec.execute_case`` drives it (build, then per step forward_backward,
+``harness.runner.rank.execute.execute_case`` drives it (build, then per step forward_backward,
 snapshot, optimizer_step; final weights at the end), and every snapshot must equal the
 reference bit for bit, field by field.
 
@@ -61,7 +61,7 @@ def drive(stack, case, run_seed: int = 0):
     """Per model: (model index, every step's snapshot, the final weights)."""
     for m in range(case.models):
         ctx = BuildContext(rank=0, world_size=1, group=None, device=torch.device("cpu"),
-                           initial_weights=initial_weights(case, m, run_seed))
+                           initial_weights=initial_weights(case, m, run_seed), deadline_s=10.0)
         model = stack.build(case.model, ctx)
         snaps = []
         for t in range(case.steps):

@@ -14,12 +14,10 @@ import pytest
 import torch
 
 from harness.case.catalog import builtin_cases
-from harness.idreuse.morgue import ReusePolicy
-from harness.oracles.registry_digest import key_shape, registry_digest, registry_divergence, registry_summary
-from harness.runner.case_exec import RunOptions
+from harness.collectives.registry_digest import key_shape, registry_digest, registry_divergence, registry_summary
+from harness.collectives.precheck import CollectiveMismatch, CollectivePrecheck
 from harness.runner.config import RunConfig
-from harness.runner.controller import run_controlled
-from harness.runner.precheck import CollectiveMismatch, CollectivePrecheck
+from harness.runner.session import run
 
 ID_A, ID_B = 0x7F0000001000, 0x7F0000002008
 
@@ -85,10 +83,8 @@ def test_the_precheck_names_the_registry_and_where_the_ranks_last_agreed():
 
 def test_registries_pruned_on_one_rank_are_reported_where_they_diverged():
     case = next(c for c in builtin_cases() if c.name == "delayed/wide")
-    cfg = RunConfig(sut="tests.planted.prunes_on_one_rank:STACK", launcher="spawn", world_size=2,
-                    isolation=False, cases=[case],
-                    options=RunOptions(reuse=ReusePolicy.parse("natural"), deadline_s=5.0)).validate()
-    [report] = run_controlled(cfg).cases
+    [report] = run(RunConfig(sut="tests.planted.prunes_on_one_rank:STACK", launcher="spawn", world_size=2,
+                             isolation=False, cases=[case], reuse="natural", deadline_s=5.0)).cases
     assert report.outcome == "failed" and report.oracle == "cross-rank", report.detail
     first = report.detail.splitlines()
     # the first collective after model 0 was destroyed (model 1's first autocast exit); they last agreed

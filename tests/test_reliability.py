@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.faults.leaks import describe_processes, processes_with_env, shm_segments
-from harness.faults.subproc import HarnessRun
+from harness.faultmatrix.leaks import describe_processes, processes_with_env, shm_segments
+from harness.faultmatrix.subproc import HarnessRun
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

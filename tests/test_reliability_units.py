@@ -14,9 +14,9 @@ from harness.errors import UsageError
 from harness.faults.cases import EXPECT, check_fault_run, fault_catalogue
 from harness.faults.inject import parse
 from harness.report.model import RunReport, verdict
-from harness.runner.case_exec import leftover_threads
-from harness.runner.controller import _dump_complete
-from harness.runner.precheck import CollectiveMismatch, CollectivePrecheck, PeerLeftCase
+from harness.runner.diagnostics import dump_complete
+from harness.runner.rank.execute import leftover_threads
+from harness.collectives.precheck import CollectiveMismatch, CollectivePrecheck, PeerLeftCase
 
 
 # --- the leftover-thread check -----------------------------------------------------------------
@@ -59,9 +59,9 @@ def test_a_faulthandler_dump_is_complete_only_with_the_main_threads_outermost_fr
             "faulthandler.dump_traceback(sys.stdout, all_threads=True)\n")
     text = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout
     assert text.count("Thread 0x") + text.count("Current thread 0x") == 2
-    assert _dump_complete(text)
-    assert not _dump_complete(text.rstrip().rsplit("\n", 1)[0])     # the last line not yet written
-    assert not _dump_complete("")
+    assert dump_complete(text)
+    assert not dump_complete(text.rstrip().rsplit("\n", 1)[0])     # the last line not yet written
+    assert not dump_complete("")
 
 
 # --- a peer that left the case on an error is not an "extra collective" ------------------------

@@ -56,7 +56,7 @@ def _case(name="unit", *, scaling="tensorwise", dims=(16, 24, 8), steps=3, speci
 def _run(stack, case, model_index=0, seed=0):
     """Run one model of ``case`` on one rank; return (snapshots per step, final weights, model)."""
     ctx = BuildContext(rank=0, world_size=1, group=None, device=torch.device("cpu"),
-                       initial_weights=initial_weights(case, model_index, seed))
+                       initial_weights=initial_weights(case, model_index, seed), deadline_s=10.0)
     model = stack.build(case.model, ctx)
     snaps = []
     for t in range(case.steps):
@@ -113,7 +113,7 @@ def test_catalogue_has_cases_of_every_kind(stack):
 @needs_torchao
 def test_unsupported_scaling_is_refused(stack):
     case = _case(scaling="delayed")
-    ctx = BuildContext(0, 1, None, torch.device("cpu"), initial_weights(case, 0, 0))
+    ctx = BuildContext(0, 1, None, torch.device("cpu"), initial_weights(case, 0, 0), 10.0)
     with pytest.raises(ValueError, match="tensorwise"):
         stack.build(case.model, ctx)
 
@@ -194,7 +194,7 @@ def test_interception_is_restored_even_when_the_step_fails(stack):
 
     before = (float8_linear.hp_tensor_to_float8_dynamic, float8_utils.tensor_to_amax)
     case = _case(steps=1)
-    ctx = BuildContext(0, 1, None, torch.device("cpu"), initial_weights(case, 0, 0))
+    ctx = BuildContext(0, 1, None, torch.device("cpu"), initial_weights(case, 0, 0), 10.0)
     model = stack.build(case.model, ctx)
     with pytest.raises(RuntimeError):
         stack.forward_backward(model, torch.zeros(6, 15), torch.zeros(6, 8))   # wrong input width
@@ -238,7 +238,7 @@ def test_forced_reuse_hands_a_dead_weight_id_to_the_next_weight(stack):
     from harness.idreuse.morgue import MORGUE, ReusePolicy, forcing_window
 
     case = _case(steps=1)
-    ctx = BuildContext(0, 1, None, torch.device("cpu"), initial_weights(case, 0, 0))
+    ctx = BuildContext(0, 1, None, torch.device("cpu"), initial_weights(case, 0, 0), 10.0)
     MORGUE.configure(ReusePolicy.parse("symmetric"), 0)
     try:
         model = stack.build(case.model, ctx)

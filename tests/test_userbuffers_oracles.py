@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from harness.case.catalog import userbuffers_cases
 from harness.idreuse.morgue import ReusePolicy
-from harness.runner.case_exec import RunOptions
 from harness.runner.config import RunConfig
-from harness.runner.controller import run_controlled
+from harness.runner.session import run
 
 
-def _run(sut: str, reuse: str, names: list[str], deadline: float = 3.0):
+def _run(sut: str, reuse: str, names: list[str], deadline: float = 3.0, link_gbps: float | None = None):
     cases = [c for c in userbuffers_cases() if c.name in names]
-    cfg = RunConfig(sut=sut, launcher="spawn", world_size=2, isolation=False, cases=cases,
-                    options=RunOptions(reuse=ReusePolicy.parse(reuse), deadline_s=deadline)).validate()
-    return run_controlled(cfg)
+    cfg = RunConfig(sut=sut, launcher="spawn", world_size=2, isolation=False, cases=cases, reuse=reuse,
+                    deadline_s=deadline, ub_link_gbps=link_gbps)
+    return run(cfg)
 
 
 def test_mis_scaled_chunk_is_caught_by_buffer_integrity():
@@ -41,21 +40,24 @@ def test_buggy_stack_with_asymmetric_reuse_leaves_userbuffers_counters_out_of_st
 
 
 def test_a_modelled_link_reaches_every_rank_and_leaves_results_bitwise(monkeypatch):
-    """``HARNESS_UB_LINK_GBPS`` is read by each rank's communicators: a slow link (50 kB/s, so
-    a chunk of these cases is in flight for milliseconds) changes when chunks arrive, never
-    what the consumers compute; a value the ranks cannot read fails the case, naming it."""
-    monkeypatch.setenv("HARNESS_UB_LINK_GBPS", "0.00005")
-    report = _run("emulated-patched", "natural", ["userbuffers/column", "userbuffers/row"], deadline=10.0)
-    assert [c.outcome for c in report.cases] == ["passed", "passed"], [c.detail for c in report.cases]
+    """The run's link reaches each rank's communicators with its settings: a slow link (50 kB/s,
+    so a chunk of these cases is in flight for milliseconds) changes when chunks arrive, never
+    what the consumers compute. The link of the controller's environment does not reach them
+    past the configuration: it says no link, so the link is fast, and a bad value there is
+    never read."""
     monkeypatch.setenv("HARNESS_UB_LINK_GBPS", "fast")
+    report = _run("emulated-patched", "natural", ["userbuffers/column", "userbuffers/row"], deadline=10.0,
+                  link_gbps=0.00005)
+    assert [c.outcome for c in report.cases] == ["passed", "passed"], [c.detail for c in report.cases]
     report = _run("emulated-patched", "natural", ["userbuffers/column"], deadline=10.0)
-    case = report.cases[0]
-    assert case.outcome != "passed" and "HARNESS_UB_LINK_GBPS='fast'" in case.detail, case.detail
+    assert report.cases[0].outcome == "passed", report.cases[0].detail
+    # A link of one byte a second: no chunk arrives within the deadline, on the ranks themselves.
+    report = _run("emulated-patched", "natural", ["userbuffers/column"], deadline=2.0, link_gbps=1e-9)
+    assert report.cases[0].oracle == "liveness", report.cases[0].detail
 
 
-def test_the_reproducer_fails_the_same_way_on_a_modelled_link_and_its_repro_names_the_link(monkeypatch):
-    monkeypatch.setenv("HARNESS_UB_LINK_GBPS", "0.001")
-    report = _run("emulated-buggy", "asymmetric", ["userbuffers/column"])
+def test_the_reproducer_fails_the_same_way_on_a_modelled_link_and_its_repro_names_the_link():
+    report = _run("emulated-buggy", "asymmetric", ["userbuffers/column"], link_gbps=0.001)
     case = report.cases[0]
     assert case.outcome == "failed" and case.oracle == "liveness", case.detail
     assert "userbuffers 'qkv' ring all-gather: rank 1 waiting for chunk 0 from rank 0" in case.detail, case.detail

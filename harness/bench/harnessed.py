@@ -1,8 +1,8 @@
-"""The harness side of the benchmarks: a persistent rank group (``CaseSession``), timed per case.
+"""The harness side of the benchmarks: a persistent rank group (the runner's session), timed per case.
 
-:class:`TimedSession` is the controller's :class:`~harness.runner.controller.CaseSession`
-(the code path of ``python -m harness run`` and of the pytest plugin) with two additions for
-measuring only: the wall time of every case as the controller sees it (send the case, gather
+:class:`TimedSession` is the session ``python -m harness run`` and the pytest plugin use (a
+:class:`~harness.runner.pipeline.CasePipeline` over a controlled group), observed through the
+runner's events: the wall time of every case as the controller sees it (send the case, gather
 every rank's result, judge), and every rank's :class:`RankResult` (its ``phase_s``), which the
 controller would otherwise fold into the report.
 """
@@ -13,9 +13,9 @@ import os
 import time
 
 from harness.errors import HarnessError
-from harness.runner.case_exec import RunOptions
 from harness.runner.config import RunConfig
-from harness.runner.controller import CaseSession
+from harness.runner.events import RunEvents
+from harness.runner.session import open_session
 
 
 class BenchCaseFailed(HarnessError):
@@ -30,47 +30,54 @@ def expect_pass(report) -> None:
 def bench_config(world_size: int = 2, *, isolation: bool = False, reset_between_cases: bool = False,
                  check_reference: bool = True, sut: str = "emulated-patched") -> RunConfig:
     """The benchmark's run configuration: spawn launcher, natural reuse, default deadline."""
-    options = RunOptions(reset_between_cases=reset_between_cases, check_reference=check_reference)
-    return RunConfig(sut=sut, launcher="spawn", world_size=world_size, options=options,
-                     isolation=isolation).validate()
+    return RunConfig(sut=sut, launcher="spawn", world_size=world_size, isolation=isolation,
+                     reset_between_cases=reset_between_cases, check_reference=check_reference)
 
 
-class TimedSession(CaseSession):
-    def __init__(self, cfg: RunConfig):
-        super().__init__(cfg)
-        self.case_wall_s: list[float] = []
+class _Recorder(RunEvents):
+    def __init__(self):
         self.rank_results: list[dict] = []     # per case: rank -> RankResult
+        self.pids: dict[int, int] = {}
+
+    def ranks_ready(self, pids):
+        self.pids = dict(pids)
+
+    def case_ran(self, index, case, outcome):
+        self.rank_results.append(dict(outcome.results))
+
+
+class TimedSession:
+    def __init__(self, cfg: RunConfig):
+        self.recorder = _Recorder()
+        self.session = open_session(cfg, events=self.recorder)
+        self.case_wall_s: list[float] = []
         self.start_s: float | None = None
 
-    def _ensure_group(self):
-        fresh = self.group is None
-        t0 = time.perf_counter()
-        group = super()._ensure_group()
-        if fresh:
-            if self.start_s is None:
-                self.start_s = time.perf_counter() - t0
-            original = group.run_case
+    @property
+    def rank_results(self) -> list[dict]:
+        return self.recorder.rank_results
 
-            def run_case(index, case, options):
-                outcome = original(index, case, options)
-                self.rank_results.append(dict(outcome.results))
-                return outcome
-
-            group.run_case = run_case
-        return group
+    @property
+    def group(self):
+        return self.session.backend.group
 
     def start(self) -> "TimedSession":
-        self._ensure_group()
+        t0 = time.perf_counter()
+        self.session.backend.ensure_group()
+        self.start_s = time.perf_counter() - t0
         return self
 
     def run(self, case):
         t0 = time.perf_counter()
-        report = super().run(case)
+        report = self.session.run(case)
         self.case_wall_s.append(time.perf_counter() - t0)
         return report
 
+    def close(self) -> None:
+        self.session.close()
+
     def rank_pids(self) -> dict[int, int]:
-        return dict(self.group.pids) if self.group is not None else {}
+        return dict(self.recorder.pids) if self.group is not None else {}
 
     def rss_kb(self) -> dict[int, int]:
         """Every rank's resident set size now (from /proc)."""

@@ -29,13 +29,13 @@ import time
 from harness.bench.figures import Figure, figure
 from harness.bench.harnessed import TimedSession, bench_config, expect_pass
 from harness.bench.workload import small_cases
-from harness.runner.controller import CaseSession
+from harness.runner.session import open_session
 
 
 def fresh_launch(cfg, case) -> float:
     """Seconds for one case in a group of its own: start, run, close."""
     t0 = time.perf_counter()
-    session = CaseSession(cfg)
+    session = open_session(cfg)
     try:
         expect_pass(session.run(case))
     finally:

@@ -1,6 +1,6 @@
 """Figure 5: the share of case time the oracles take, from every rank's own phase timings.
 
-Each rank's :func:`~harness.runner.case_exec.execute_case` times its phases (``phase_s``):
+Each rank's :func:`~harness.runner.rank.execute.execute_case` times its phases (``phase_s``):
 ``reference`` (computing the expected model, hashing and comparing snapshots), ``hygiene``
 (destroy, collect, the stale-id and survivor scans, retained state), ``ledger`` (recording
 every collective and the store precheck before it) and ``stack`` (the stack's own work, the

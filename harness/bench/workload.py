@@ -4,7 +4,7 @@
 launch, not the model, should dominate a fresh group). :func:`cycle_cases` are the stress-like
 cases the throughput and memory figures use (many build / step / destroy cycles per case).
 
-:func:`model_work` is exactly the stack work :func:`harness.runner.case_exec.execute_case`
+:func:`model_work` is exactly the stack work :func:`harness.runner.rank.execute.execute_case`
 drives for a case, in the same order, with the same seeded data, and nothing else: no
 reference, no snapshot, no hygiene scan, no ledger, no precheck, no collection. The bare loop
 (:mod:`harness.bench.bare_worker`) runs it, so a ratio of harness time to bare time isolates
@@ -47,9 +47,12 @@ def model_work(case: CaseSpec, stack, rank: int, world_size: int, group, run_see
     """
     import torch
 
+    from harness.runner.config import field_default
+
+    deadline_s = field_default("deadline_s")     # what a run's BuildContext carries by default
     for m in range(case.models):
         ctx = BuildContext(rank=rank, world_size=world_size, group=group, device=torch.device("cpu"),
-                           initial_weights=initial_weights(case, m, run_seed))
+                           initial_weights=initial_weights(case, m, run_seed), deadline_s=deadline_s)
         model = stack.build(case.model, ctx)
         for t in range(case.steps):
             x = step_inputs(case, m, t, rank, run_seed)

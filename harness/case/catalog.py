@@ -12,7 +12,7 @@ import re
 from harness.case.spec import CaseSpec
 from harness.errors import UsageError
 from harness.fp8.recipe import DelayedScalingRecipe
-from harness.stacks.protocol import ModelSpec
+from harness.case.model import ModelSpec
 
 
 def _case(name, *, fmt="HYBRID", hist=16, algo="max", margin=0, dims=(16, 32, 16), steps=6, models=3,

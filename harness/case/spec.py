@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.errors import UsageError
 from harness.fp8.recipe import DelayedScalingRecipe
-from harness.stacks.protocol import ModelSpec
+from harness.case.model import ModelSpec
 
 SPECIALS = ("none", "zero", "inf", "nan", "tiny", "huge")
 SCENARIOS = ("sequence",)

@@ -22,41 +22,29 @@ Modules, one concept each:
 * :mod:`~harness.comm.bench` -- :func:`measure_overlap`
 """
 
-from harness.comm.communicator import (
-    Communicator,
-    OverlapMethod,
-    TE_DEFAULT_METHODS,
-    destroy_ub,
-    get_ub,
-    initialize_ub,
-    live_communicators,
-)
-from harness.comm.integrity import BufferIntegrityError, IntegrityMode
-from harness.comm.overlap import (
-    StagedChunk,
-    bulk_allgather,
-    bulk_reduce_scatter,
-    cast_into_buffer,
-    gemm_reduce_scatter,
-    ring_allgather_gemm,
-    ring_allgather_gemm_hp,
-)
-from harness.comm.segments import leftover_segments, new_prefix, unlink_prefix
+# Each name from the module that defines it, imported on first use: the link model and the
+# segment helpers are wanted where torch is not (option parsing before any rank starts).
+_EXPORTS = {
+    "Communicator": "communicator", "OverlapMethod": "communicator", "TE_DEFAULT_METHODS": "communicator",
+    "initialize_ub": "communicator", "get_ub": "communicator", "destroy_ub": "communicator",
+    "live_communicators": "communicator",
+    "BufferIntegrityError": "integrity", "IntegrityMode": "integrity",
+    "StagedChunk": "overlap", "cast_into_buffer": "overlap", "ring_allgather_gemm": "overlap",
+    "ring_allgather_gemm_hp": "overlap", "gemm_reduce_scatter": "overlap", "bulk_allgather": "overlap",
+    "bulk_reduce_scatter": "overlap",
+    "leftover_segments": "segments", "new_prefix": "segments", "unlink_prefix": "segments",
+    "measure_overlap": "bench",
+}
 
-__all__ = [
-    "Communicator", "OverlapMethod", "TE_DEFAULT_METHODS", "initialize_ub", "get_ub", "destroy_ub",
-    "live_communicators",
-    "BufferIntegrityError", "IntegrityMode",
-    "StagedChunk", "cast_into_buffer", "ring_allgather_gemm", "ring_allgather_gemm_hp",
-    "gemm_reduce_scatter", "bulk_allgather", "bulk_reduce_scatter",
-    "leftover_segments", "new_prefix", "unlink_prefix",
-    "measure_overlap",
-]
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name):
-    # measure_overlap pulls in the process launcher; import it only when asked for
-    if name == "measure_overlap":
-        from harness.comm.bench import measure_overlap
-        return measure_overlap
-    raise AttributeError(f"module 'harness.comm' has no attribute {name!r}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'harness.comm' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"harness.comm.{module}"), name)
+    globals()[name] = value
+    return value

@@ -4,7 +4,7 @@ A case with ``fault="KIND@RANKS"`` (e.g. ``"raise@1"``) triggers the fault on th
 start of model 0's step 1 (or step 0 for one-step cases). The runner calls :func:`fault_hook`
 with any launcher, so the same fault cases run under spawn, torchrun and mpirun. The kinds are
 in :mod:`harness.faults.inject`, the built-in catalogue (``python -m harness run --faults``) in
-:mod:`harness.faults.cases`, and the repeated measurement in :mod:`harness.faults.matrix`.
+:mod:`harness.faults.cases`, and the repeated measurement in :mod:`harness.faultmatrix`.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from harness.case.spec import CaseSpec
 from harness.errors import UsageError
 from harness.fp8.recipe import DelayedScalingRecipe
 from harness.oracles.findings import Failure
-from harness.stacks.protocol import ModelSpec
+from harness.case.model import ModelSpec
 
 PREFIX = "faults/"
 

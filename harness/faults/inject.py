@@ -96,7 +96,7 @@ def _block_in_gloo_recv(rank: int) -> None:
 def _kill_in_collective(rank: int, victims: set[int]) -> None:
     """Arrange for ``victims`` to die by SIGKILL while every other rank is inside a collective.
 
-    How it is made sure, with the case's collective precheck (harness/runner/precheck.py):
+    How it is made sure, with the case's collective precheck (harness/collectives/precheck.py):
 
     1. Every rank wraps its precheck for the case's next collective #k.
     2. A victim lets its precheck run (it publishes position k and waits until every peer has
@@ -114,7 +114,7 @@ def _kill_in_collective(rank: int, victims: set[int]) -> None:
     then shows where the peer was). Without a precheck (one rank, or in-process) the victim is
     killed at once.
     """
-    from harness.runner.ledger import LEDGER
+    from harness.collectives.ledger import LEDGER
 
     precheck = LEDGER.precheck
     if precheck is None or getattr(precheck, "prefix", None) is None:

@@ -4,6 +4,8 @@ See :mod:`harness.idreuse.morgue` (forcing) and :mod:`harness.idreuse.tracker` (
 the object records the hygiene oracle uses).
 """
 
-from harness.idreuse.morgue import MORGUE, ReusePolicy, reuse_alloc, reuse_point
+from harness.idreuse.morgue import MORGUE, ReuseMode, ReusePolicy, reuse_alloc, reuse_point
 
-__all__ = ["MORGUE", "ReusePolicy", "reuse_alloc", "reuse_point"]
+__harness_hidden__ = True
+
+__all__ = ["MORGUE", "ReuseMode", "ReusePolicy", "reuse_alloc", "reuse_point"]

@@ -44,19 +44,40 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import enum
 import gc
 import threading
 import time
 
 from harness.errors import UsageError
 
-MODES = ("off", "natural", "symmetric", "asymmetric")
+__harness_hidden__ = True
+
+class ReuseMode(str, enum.Enum):
+    """How the harness treats the ids of a dead model's reuse targets (see the module docstring)."""
+
+    OFF = "off"                    # quarantine on every rank: a control with zero reuse events
+    NATURAL = "natural"            # park nothing; only count what the allocator does by itself
+    SYMMETRIC = "symmetric"        # release on every rank
+    ASYMMETRIC = "asymmetric"      # release on the listed ranks, quarantine elsewhere
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+MODES = tuple(m.value for m in ReuseMode)
 
 
 @dataclasses.dataclass(frozen=True)
 class ReusePolicy:
-    mode: str = "natural"
+    mode: ReuseMode = ReuseMode.NATURAL
     ranks: tuple[int, ...] = (0,)
+
+    def __post_init__(self):
+        try:
+            object.__setattr__(self, "mode", ReuseMode(self.mode))
+        except ValueError:
+            raise UsageError(f"--reuse {self.mode!r}: expected one of off, natural, symmetric, asymmetric[:RANKS]") from None
 
     @classmethod
     def parse(cls, text: str) -> "ReusePolicy":
@@ -77,15 +98,15 @@ class ReusePolicy:
         return cls(mode, ranks)
 
     def text(self) -> str:
-        if self.mode == "asymmetric":
+        if self.mode is ReuseMode.ASYMMETRIC:
             return "asymmetric:" + ",".join(str(r) for r in self.ranks)
-        return self.mode
+        return self.mode.value
 
     def parks(self) -> bool:
-        return self.mode != "natural"
+        return self.mode is not ReuseMode.NATURAL
 
     def releases_on(self, rank: int) -> bool:
-        return self.mode == "symmetric" or (self.mode == "asymmetric" and rank in self.ranks)
+        return self.mode is ReuseMode.SYMMETRIC or (self.mode is ReuseMode.ASYMMETRIC and rank in self.ranks)
 
 
 class Morgue:

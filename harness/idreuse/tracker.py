@@ -17,6 +17,8 @@ import weakref
 
 import torch
 
+__harness_hidden__ = True
+
 _SKIP_TYPES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                weakref.ReferenceType, str, bytes, int, float, bool, type(None), torch.dtype, torch.device)
 

@@ -4,7 +4,7 @@ rank, and identical all-reduced scales.
 
 from __future__ import annotations
 
-from harness.runner.ledger import format_entry, signature
+from harness.collectives.entry import format_entry, signature
 
 
 def ledger_truncated(ledgers: dict[int, list[dict]]) -> bool:

@@ -3,6 +3,32 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
+
+
+class Oracle(str, enum.Enum):
+    """The oracles by the names reports use, in order of precedence: a case's primary oracle is the
+    first that failed. A misaligned collective explains everything after it, so the ledger's
+    verdicts come first; ``error`` (the stack raised) comes last."""
+
+    CROSS_RANK = "cross-rank"
+    LIVENESS = "liveness"
+    BUFFER_INTEGRITY = "buffer-integrity"
+    REFERENCE = "reference"
+    ISOLATION = "isolation"
+    HYGIENE = "hygiene"
+    RETENTION = "retention"
+    ERROR = "error"
+
+    # Members are their names in every text (f-strings, str(), JSON), as they were as plain strings.
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+PRECEDENCE = tuple(o.value for o in Oracle)
+
+# Failures after which the group's communication is in doubt: the runner recycles the group.
+COMMUNICATION = frozenset({Oracle.CROSS_RANK, Oracle.LIVENESS, Oracle.ERROR})
 
 
 @dataclasses.dataclass

@@ -11,7 +11,7 @@ a call site the isolated run does not reach at that position fails the oracle.
 
 from __future__ import annotations
 
-from harness.runner.ledger import format_entry, signature
+from harness.collectives.entry import format_entry, signature
 
 
 def _collapsed(entries: list[dict]) -> tuple[list, list]:

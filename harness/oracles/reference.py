@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from harness.fp8.bits import bit_view, first_bit_mismatch
-from harness.stacks.protocol import RoleState
+from harness.fp8.state import RoleState
 
 STEP_FIELDS = ("amax_history", "scale", "scale_inv", "fp8_bytes", "fp8_scale_inv")
 # After the last optimizer step only what the weight *is* is compared: the meta's scale between

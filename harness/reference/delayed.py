@@ -5,7 +5,7 @@ simulates every rank of the group (all data come from seeds, so nothing is commu
 and returns, for the requested rank, the state of every FP8 tensor role after every step
 and the final weights. No global state, no caches: two calls give the same answer.
 
-The schedule it follows (the patched design, DESIGN section 2)::
+The schedule it follows (the patched design; docs/design.md, "Numerics")::
 
     construction  weight bytes = cast(w_0, scale 1) with a dummy amax (never recorded);
                   "copy" construction then copies w_0 in from high precision, which casts
@@ -31,99 +31,17 @@ returns (:func:`harness.oracles.reference.compare_outputs`).
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from harness.case.data import initial_weights, step_grad_output, step_inputs
 from harness.case.spec import CaseSpec
-from harness.fp8.cast import amax_fmaxf, cast_to_fp8, dequantize
-from harness.fp8.scaling import delayed_scaling_update_rows
-from harness.stacks.protocol import RoleState
-
-FWD_ROLES = ("input", "weight")
-BWD_ROLES = ("grad_output", "grad_input")   # grad_input is never cast: its slot keeps the buffer shapes TE has
+from harness.fp8.cast import cast_to_fp8, dequantize
+from harness.fp8.state import RoleState
+from harness.reference.meta import BWD_ROLES, FWD_ROLES, ExpectedModel, Meta, reduce_and_update, role_state
 
 
-@dataclasses.dataclass
-class _Meta:
-    """One tensor role's meta on one rank."""
-
-    history: torch.Tensor
-    scale: torch.Tensor
-    scale_inv: torch.Tensor
-
-    @classmethod
-    def fresh(cls, length: int) -> "_Meta":
-        return cls(torch.zeros(length), torch.ones(()), torch.ones(()))
-
-    def record(self, hp_tensor: torch.Tensor) -> None:
-        self.history[0] = torch.fmax(self.history[0], amax_fmaxf(hp_tensor))
-
-
-def reduce_and_update(slots: list[list[_Meta]], recipe, fmt, reduce_over_group: bool) -> None:
-    """The reduction and update after a backward or an autocast exit, for many metas at once.
-
-    ``slots[k][r]`` is slot ``k``'s meta on rank ``r``. With ``reduce_over_group`` each slot's
-    ``H[0]`` is MAX-reduced over the ranks, else each meta uses its own ``H[0]``; then every
-    meta gets :func:`delayed_scaling_update_rows` (one call for all: the formula is per row).
-    """
-    flat = [meta for slot in slots for meta in slot]
-    if not flat:
-        return
-    histories = torch.stack([meta.history for meta in flat])
-    scales = torch.stack([meta.scale.reshape(()) for meta in flat])
-    if reduce_over_group:
-        per_rank = len(slots[0])
-        reduced = histories[:, 0].reshape(len(slots), per_rank).amax(1).repeat_interleave(per_rank)
-    else:
-        reduced = histories[:, 0]
-    new_histories, new_scales, new_scale_invs = delayed_scaling_update_rows(histories, scales, reduced, recipe, fmt)
-    for k, meta in enumerate(flat):
-        meta.history, meta.scale, meta.scale_inv = new_histories[k], new_scales[k], new_scale_invs[k]
-
-
-@dataclasses.dataclass
-class ExpectedModel:
-    """Expected state of one model on one rank: ``steps[t][key]`` and ``final[key]``.
-
-    What each step computes, where the reference knows it bit for bit: ``outputs[t]`` (the
-    last layer's output), ``grad_inputs[t]`` (the first layer's dgrad) and ``weight_grads[t][i]``
-    (layer ``i``'s own weight gradient, before the data-parallel sum). An empty list means
-    "not compared" (a stack whose GEMMs the reference cannot reproduce leaves them empty).
-    """
-
-    steps: list[dict[str, RoleState]]
-    final: dict[str, RoleState]
-    outputs: list[torch.Tensor]
-    grad_inputs: list[torch.Tensor] = dataclasses.field(default_factory=list)
-    weight_grads: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
-
-    def step_outputs(self, step: int) -> dict[str, torch.Tensor]:
-        """Step ``step``'s expected tensors by the names :meth:`StepOutputs.named` gives them."""
-        out = {}
-        if step < len(self.outputs):
-            out["output"] = self.outputs[step]
-        if step < len(self.grad_inputs):
-            out["grad_input"] = self.grad_inputs[step]
-        if step < len(self.weight_grads):
-            for i, g in enumerate(self.weight_grads[step]):
-                if g is not None:
-                    out[f"layer{i}.weight_grad"] = g
-        return out
-
-
-def _role_state(meta: _Meta, fp8_bytes=None, fp8_scale_inv=None) -> RoleState:
-    return RoleState(meta.history.clone(), meta.scale.clone(), meta.scale_inv.clone(),
-                     None if fp8_bytes is None else fp8_bytes.clone(),
-                     None if fp8_scale_inv is None else fp8_scale_inv.clone())
-
-
-def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
-    """Simulate every rank of the group; return rank ``rank``'s expected states."""
-    if case.model.userbuffers:
-        from harness.reference.tensor_parallel import expected_tp_model
-        return expected_tp_model(case, run_seed, world_size, rank, model_index)
+def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
+    """Simulate every rank of the (data-parallel) group; return rank ``rank``'s expected states."""
     spec = case.model
     recipe = spec.recipe
     fwd_fmt, bwd_fmt = recipe.fp8_format.forward(), recipe.fp8_format.backward()
@@ -133,7 +51,7 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
     reduce_over_group = recipe.reduce_amax and world_size > 1
 
     # Per rank, per layer: metas by role; weights (master fp32, FP8 bytes, private scale_inv).
-    metas = [[{role: _Meta.fresh(length) for role in FWD_ROLES + BWD_ROLES} for _ in range(n_layers)] for _ in ranks]
+    metas = [[{role: Meta.fresh(length) for role in FWD_ROLES + BWD_ROLES} for _ in range(n_layers)] for _ in ranks]
     w0 = initial_weights(case, model_index, run_seed)
     master = [[w.clone() for w in w0] for _ in ranks]
     w_bytes = [[None] * n_layers for _ in ranks]
@@ -199,7 +117,7 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
                 weight_grads.append([w.clone() for w in wgrads[r]])
         update(BWD_ROLES)
         steps.append({
-            f"layer{i}.{role}": _role_state(metas[rank][i][role], *casts[rank][i][role])
+            f"layer{i}.{role}": role_state(metas[rank][i][role], *casts[rank][i][role])
             for i in range(n_layers) for role in ("input", "weight", "grad_output")
         })
         for r in ranks:

@@ -14,8 +14,8 @@ import torch
 from harness.case.data import initial_weights, tp_shapes, tp_tensor, weight_shard
 from harness.case.spec import CaseSpec
 from harness.fp8.cast import cast_to_fp8, dequantize
-from harness.reference.delayed import BWD_ROLES, FWD_ROLES, ExpectedModel, _Meta, _role_state, reduce_and_update
-from harness.stacks.protocol import RoleState
+from harness.fp8.state import RoleState
+from harness.reference.meta import BWD_ROLES, FWD_ROLES, ExpectedModel, Meta, reduce_and_update, role_state
 
 
 def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
@@ -25,7 +25,7 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
     ranks = range(world_size)
     shapes = tp_shapes(case, world_size)
     full = initial_weights(case, model_index, run_seed)[0]
-    metas = [{role: _Meta.fresh(recipe.amax_history_len) for role in FWD_ROLES + BWD_ROLES} for _ in ranks]
+    metas = [{role: Meta.fresh(recipe.amax_history_len) for role in FWD_ROLES + BWD_ROLES} for _ in ranks]
     master = [weight_shard(full, spec.tp_layout, r, world_size) for r in ranks]
     w_bytes, w_sinv = [None] * world_size, [None] * world_size
     if spec.fp8_params:
@@ -63,7 +63,7 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
             casts[r]["grad_output"] = (cast_to_fp8(dy, m.scale, bwd_fmt), m.scale_inv.clone())
             m.record(dy)
         update(BWD_ROLES)
-        steps.append({f"layer0.{role}": _role_state(metas[rank][role], *casts[rank][role])
+        steps.append({f"layer0.{role}": role_state(metas[rank][role], *casts[rank][role])
                       for role in ("input", "weight", "grad_output")})
         if not spec.weight_grad:
             continue

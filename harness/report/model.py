@@ -1,9 +1,11 @@
 """Case verdicts built from every rank's result, and the run report they make up.
 
-A case's ``oracle`` is the first failing oracle in this order of precedence: the collective
-ledger's verdicts first (``cross-rank``, ``liveness``), since a misaligned collective explains
-everything after it, then ``buffer-integrity``, ``reference``, ``isolation``, ``hygiene``,
-``retention``. ``oracles`` lists every oracle that failed.
+A case's ``oracle`` is the first failing oracle in the order of
+:class:`~harness.oracles.findings.Oracle`: the collective ledger's verdicts first
+(``cross-rank``, ``liveness``), since a misaligned collective explains everything after it,
+then ``buffer-integrity``, ``reference``, ``isolation``, ``hygiene``, ``retention``.
+``oracles`` lists every oracle that failed. Reports only hold what the runner produced: the
+runner (:mod:`harness.runner.session`) fills them case by case.
 """
 
 from __future__ import annotations
@@ -11,12 +13,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shlex
 import tempfile
 
-from harness.oracles.findings import Failure
-
-PRECEDENCE = ("cross-rank", "liveness", "buffer-integrity", "reference", "isolation", "hygiene", "retention", "error")
+from harness.errors import UsageError
+from harness.oracles.findings import PRECEDENCE, Failure
 
 
 @dataclasses.dataclass
@@ -76,15 +76,6 @@ class RunReport:
     complete: bool = False
     interrupted: str | None = None
 
-    def run_all(self, session, cases, on_case=None) -> None:
-        """Run ``cases`` one by one through ``session``; after each, call ``on_case(self)`` (the
-        reports are rewritten there). Marks the report complete when every case ran."""
-        for case in cases:
-            self.cases.append(session.run(case))
-            if on_case is not None:
-                on_case(self)
-        self.complete = True
-
     def summary(self) -> dict:
         counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
         for c in self.cases:
@@ -121,6 +112,17 @@ def group_digest(results: dict) -> str:
     return hashlib.sha256(joined.encode()).hexdigest()[:32]
 
 
+def check_writable(path: str, flag: str) -> None:
+    """UsageError (one line) unless a report can be written at ``path`` (given as ``flag``)."""
+    folder = os.path.dirname(os.path.abspath(path)) or "."
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path!r} is a directory; give a file path")
+    if not os.path.isdir(folder):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write via a temp file in the same folder and rename: a reader never sees half a report."""
     folder = os.path.dirname(os.path.abspath(path)) or "."
@@ -141,10 +143,3 @@ def write_atomic(path: str, text: str) -> None:
 
 def write_json(report: RunReport, path: str) -> None:
     write_atomic(path, json.dumps(report.to_dict(), indent=1, sort_keys=False))
-
-
-def repro_command(*, sut: str, launcher: str, world_size: int, reuse: str, seed: int, cases: str,
-                  extra: list[str] | None = None) -> str:
-    parts = ["python", "-m", "harness", "run", "--sut", sut, "--launcher", launcher, "--world-size",
-             str(world_size), "--reuse", reuse, "--seed", str(seed), "--cases", cases] + list(extra or [])
-    return " ".join(shlex.quote(p) for p in parts)

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     if args.html:
         from harness.report.html import render_trend_html
         from harness.report.model import write_atomic
-        from harness.runner.config import check_writable
+        from harness.report.model import check_writable
 
         check_writable(args.html, "--html")
         write_atomic(args.html, render_trend_html(runs, rows, HEADERS))

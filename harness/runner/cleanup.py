@@ -6,6 +6,8 @@ import os
 import signal
 import time
 
+__harness_hidden__ = True
+
 SHM_DIR = "/dev/shm"
 
 

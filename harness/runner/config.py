@@ -1,95 +1,125 @@
-"""What a run is asked to do, validated once, shared by the CLI, pytest and the stress runner."""
+"""What a run is asked to do: one frozen, validated configuration, and every default of a run.
+
+:class:`RunConfig` is built by the front ends (``python -m harness run``, the pytest plugin,
+``python -m harness stress``) from the options declared once in :mod:`harness.runner.options`,
+and by library callers directly. Its field defaults are the run's defaults; nothing else
+defines one. Cross-field checks run in ``__post_init__`` (so ``dataclasses.replace`` checks
+again); checks against this machine (memory, cores, launchers on PATH, writable report paths)
+are :func:`harness.runner.machine.check_machine`, run by the front ends before any rank starts.
+
+What a rank needs of it travels once, as :class:`~harness.runner.rank.settings.RankSettings`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
+import enum
+import math
+from typing import TYPE_CHECKING
 
-from harness.case.catalog import all_cases, builtin_cases, select_cases
-from harness.case.spec import CaseSpec
 from harness.errors import UsageError
 from harness.idreuse.morgue import ReusePolicy
-from harness.runner.case_exec import RunOptions
+from harness.runner.rank.settings import RankSettings
 
-LAUNCHERS = ("inproc", "spawn", "torchrun", "mpirun")
+__harness_hidden__ = True
+
+if TYPE_CHECKING:
+    from harness.case.spec import CaseSpec
 
 
-@dataclasses.dataclass
+class Launcher(str, enum.Enum):
+    """How the ranks of a group start."""
+
+    INPROC = "inproc"        # this process, world size 1
+    SPAWN = "spawn"          # the controller starts each rank itself (gloo on CPU)
+    TORCHRUN = "torchrun"
+    MPIRUN = "mpirun"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    @classmethod
+    def parse(cls, text) -> "Launcher":
+        try:
+            return cls(text)
+        except ValueError:
+            raise UsageError(f"unknown launcher {text!r}: use one of {', '.join(m.value for m in cls)}") from None
+
+
+DEFAULT_WORLD_SIZE = 2
+
+
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
     sut: str = "emulated-patched"
-    sut_options: dict = dataclasses.field(default_factory=dict)
-    launcher: str = "spawn"
-    world_size: int = 2
-    options: RunOptions = dataclasses.field(default_factory=RunOptions)
-    cases: list = dataclasses.field(default_factory=list)
-    case_expr: str | None = None
-    isolation: bool = True
+    inject: str | None = None               # a bug to inject into a real stack ("id-hook")
+    launcher: Launcher = Launcher.SPAWN
+    world_size: int | None = None           # None: 1 for inproc, else DEFAULT_WORLD_SIZE
+    seed: int = 0                           # changes every case's data
+    reuse: ReusePolicy = ReusePolicy()
+    strict: bool = False                    # retention findings fail the case
+    deadline_s: float = 10.0                # every collective, buffer wait and precheck wait
+    isolation: bool = True                  # re-run each case alone in a fresh process
+    reset_between_cases: bool = False
+    check_reference: bool = True
+    precheck: bool = True                   # compare each collective's shape before issuing it
+    ub_link_gbps: float | None = None       # the modelled Userbuffers link (None: as fast as the copy)
+    oversubscribe: bool = False             # start more ranks than this machine can hold
+    cases: tuple[CaseSpec, ...] = ()
+    case_expr: str | None = None            # how the cases were chosen (repro commands repeat it)
     case_file: str | None = None
+    faults: bool = False                    # the cases are the fault catalogue
     json_path: str | None = None
     junit_path: str | None = None
     artifacts_dir: str | None = None
 
-    def validate(self) -> "RunConfig":
-        if self.launcher not in LAUNCHERS:
-            raise UsageError(f"unknown launcher {self.launcher!r}: use one of {', '.join(LAUNCHERS)}")
-        if not isinstance(self.world_size, int) or self.world_size < 1:
+    def __post_init__(self):
+        set_ = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)
+        set_("launcher", Launcher.parse(self.launcher))
+        if isinstance(self.reuse, str):
+            set_("reuse", ReusePolicy.parse(self.reuse))
+        if self.world_size is None:
+            set_("world_size", 1 if self.launcher is Launcher.INPROC else DEFAULT_WORLD_SIZE)
+        set_("cases", tuple(self.cases))
+        if not isinstance(self.world_size, int) or isinstance(self.world_size, bool) or self.world_size < 1:
             raise UsageError(f"--world-size must be an integer >= 1, got {self.world_size!r}")
-        if self.launcher == "inproc" and self.world_size != 1:
+        if self.launcher is Launcher.INPROC and self.world_size != 1:
             raise UsageError(f"--launcher inproc runs in this process: world size must be 1, got {self.world_size}")
-        if not (0 < self.options.deadline_s < float("inf")):   # NaN and inf cannot be waited on
-            raise UsageError(f"--deadline must be > 0 seconds and finite, got {self.options.deadline_s!r}")
-        for path, flag in ((self.json_path, "--json"), (self.junit_path, "--junit")):
-            if path:
-                check_writable(path, flag)
-        if self.options.reuse.mode == "asymmetric" and any(r >= self.world_size for r in self.options.reuse.ranks):
-            raise UsageError(f"--reuse {self.options.reuse.text()}: ranks must be < world size {self.world_size}")
-        return self
+        if isinstance(self.deadline_s, bool) or not isinstance(self.deadline_s, (int, float)) \
+                or not (0 < self.deadline_s < math.inf):       # NaN and inf cannot be waited on
+            raise UsageError(f"--deadline must be > 0 seconds and finite, got {self.deadline_s!r}")
+        if self.reuse.mode == "asymmetric" and any(r >= self.world_size for r in self.reuse.ranks):
+            raise UsageError(f"--reuse {self.reuse.text()}: ranks must be < world size {self.world_size}")
+        if self.ub_link_gbps is not None:
+            from harness.comm.link import positive_gbps
+
+            positive_gbps(self.ub_link_gbps, f"--ub-link-gbps {self.ub_link_gbps}")
+        if self.faults and self.case_file:
+            raise UsageError("--faults and --case-file both choose the cases: give one of them")
+
+    def replace(self, **changes) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    def sut_options(self) -> dict | None:
+        return {"inject": self.inject} if self.inject else None
+
+    def rank_settings(self) -> RankSettings:
+        """What every rank of this run needs to know, sent to it once."""
+        return RankSettings(sut=self.sut, inject=self.inject, world_size=self.world_size, seed=self.seed,
+                            reuse=self.reuse, strict=self.strict, deadline_s=float(self.deadline_s),
+                            reset_between_cases=self.reset_between_cases, check_reference=self.check_reference,
+                            precheck=self.precheck, ub_link_gbps=self.ub_link_gbps)
+
+    def session_key(self) -> tuple:
+        """What makes two configurations share one persistent group (the pytest plugin's key)."""
+        return (self.sut, self.inject, self.launcher, self.world_size, self.reuse.text(), self.seed,
+                self.deadline_s, self.strict, self.isolation, self.precheck, self.ub_link_gbps,
+                self.reset_between_cases, self.check_reference)
 
 
-def check_writable(path: str, flag: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise UsageError(f"{flag} {path!r} is a directory; give a file path")
-    if not os.path.isdir(folder):
-        raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
-
-
-def load_case_file(path: str) -> list[CaseSpec]:
-    """Case specs from a JSON file: one object or a list of them."""
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise UsageError(f"--case-file {path!r}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--case-file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    items = data if isinstance(data, list) else [data]
-    return [CaseSpec.from_dict(item) for item in items]
-
-
-def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=None,
-                  world_size: int | None = None) -> list[CaseSpec]:
-    if case_file:
-        cases = load_case_file(case_file)
-    elif stack is not None and hasattr(stack, "builtin_cases"):
-        cases = stack.builtin_cases()
-    elif case_expr:
-        cases = all_cases()      # a selection may name recipes/no-reduce-amax too
-    else:
-        cases = builtin_cases(world_size)
-    if not cases:
-        raise UsageError(f"--case-file {case_file!r} holds no case" if case_file else "no case to run")
-    if case_expr and any(c.name == case_expr for c in cases):
-        return [c for c in cases if c.name == case_expr]
-    names = [n.strip() for n in (case_expr or "").split(",") if n.strip()]
-    if len(names) > 1 and all(any(c.name == n for c in cases) for n in names):
-        # A list of exact names, run in the order given (how repro commands replay a sequence).
-        by_name = {c.name: c for c in cases}
-        return [by_name[n] for n in names]
-    chosen = select_cases(cases, case_expr)
-    if not chosen:
-        raise UsageError(f"--cases {case_expr!r} matches no case; `python -m harness run --list` shows them all")
-    return chosen
+def field_default(name: str):
+    """A field's default, for front ends that show it (help texts)."""
+    field = RunConfig.__dataclass_fields__[name]
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    return field.default_factory()   # pragma: no cover (no field has a factory)

@@ -1,82 +1,58 @@
-"""Many cases in this process, one after another (world size 1), plus the isolation oracle.
+"""The in-process backend: this process is the only rank (world size 1).
 
-Each case: build, steps, destroy, collect, in this process, after every case before it (that is
-the point: TE's tests share a process across cases). Then the same case runs alone in a fresh
-child of a pristine zygote, and the two results must agree.
+Each case runs here, after every case before it (that is the point: TE's tests share a process
+across cases); its isolated re-run runs alone in a fresh child of a zygote forked from this
+process before any case ran.
 """
 
 from __future__ import annotations
 
-import os
+from harness.oracles.findings import Failure, Oracle
+from harness.runner.judge import GroupOutcome, Recycle
+from harness.runner.rank.execute import execute_case
+from harness.runner.rank.result import RankResult
+from harness.runner.rank.state import RankState
+from harness.runner.rank.zygote import Zygote, isolated_request, isolated_timeout
 
-from harness.case.spec import CaseSpec
-from harness.oracles.findings import Failure
-from harness.oracles.isolation import compare_runs
-from harness.report.model import RunReport, repro_command, verdict
-from harness.runner.case_exec import RankResult, execute_case
-from harness.runner.config import RunConfig
-from harness.runner.zygote import Zygote
-from harness.idreuse.tracker import freeze_imports
-from harness.stacks import load_stack
+__harness_hidden__ = True
 
 
-def repro_for(cfg: RunConfig, case: CaseSpec, previous: CaseSpec | None = None, failures=()) -> str:
-    """The command that reruns this case: alone, or after the case before it when the failure
-    depends on what that case left behind (isolation: the previous model's ids)."""
-    extra = []
-    if cfg.sut_options.get("inject"):
-        extra += ["--inject", cfg.sut_options["inject"]]
-    if cfg.case_file:
-        extra += ["--case-file", cfg.case_file]
-    if cfg.options.deadline_s != 10.0:
-        extra += ["--deadline", f"{cfg.options.deadline_s:g}"]
-    if cfg.options.strict:
-        extra += ["--strict"]
-    from harness.comm.link import ENV_LINK_GBPS
+class InprocBackend:
+    leader = True
+    world_size = 1
 
-    link = os.environ.get(ENV_LINK_GBPS, "").strip()
-    if link:
-        # the modelled Userbuffers link changes when chunks arrive: part of what reproduces a failure
-        extra += ["--ub-link-gbps", link]
-    names = case.name
-    if previous is not None and any(f.oracle == "isolation" for f in failures):
-        names = f"{previous.name},{case.name}"
-    return repro_command(sut=cfg.sut, launcher=cfg.launcher, world_size=cfg.world_size,
-                         reuse=cfg.options.reuse.text(), seed=cfg.options.run_seed, cases=names, extra=extra)
-
-
-class InprocSession:
-    """Cases one by one in this process (world size 1), each also re-run alone by the zygote."""
-
-    def __init__(self, cfg: RunConfig, freeze: bool = True):
+    def __init__(self, cfg, freeze: bool = True):
         import torch
+
+        from harness.idreuse.tracker import freeze_imports
 
         torch.set_num_threads(1)   # bit-reproducible GEMMs, and no OpenMP pool across the zygote's fork
         self.cfg = cfg
-        self.stack = load_stack(cfg.sut, cfg.sut_options or None)
+        self.state = RankState.load(cfg.rank_settings(), rank=0)
+        self.state.reset()          # a new session starts from empty registries, as a new group does
         if freeze:
             freeze_imports()
-        self.zygote = Zygote().start() if cfg.isolation else None
-        self.previous: CaseSpec | None = None
+        self.zygote = Zygote(self.state).start() if cfg.isolation else None
 
-    def run(self, case: CaseSpec):
-        cfg = self.cfg
-        res = execute_case(case, self.stack, 0, 1, None, cfg.options)
-        failures = list(res.failures)
-        if self.zygote is not None:
-            answer = self.zygote.run({"case": case.to_dict(), "sut": cfg.sut, "sut_options": cfg.sut_options,
-                                      "options": cfg.options.to_dict(), "rank": 0, "world_size": 1},
-                                     timeout=cfg.options.deadline_s * 4 + 30)
-            if "ok" in answer:
-                alone = RankResult.from_dict(answer["ok"])
-                failures += [Failure("isolation", line, rank=0) for line in compare_runs(res, alone)]
-            else:
-                failures.append(Failure("isolation", f"the isolated run failed: {answer['error']}", rank=0))
-        previous, self.previous = self.previous, case
-        return verdict(case.name, failures, reuse_events=res.reuse_events, reuse_misses=res.reuse_misses,
-                       repro=repro_for(cfg, case, previous, failures),
-                       warnings=res.warnings, steps_compared=res.steps_compared, models_built=res.models_built,
-                       digest=res.digest, duration_s=res.duration_s)
+    def run_shared(self, index: int, case) -> GroupOutcome:
+        return GroupOutcome({0: execute_case(case, self.state)}, [])
+
+    def run_isolated(self, index: int, case) -> GroupOutcome:
+        answer = self.zygote.run(isolated_request(case, f"iso-{index}", None),
+                                 timeout=isolated_timeout(self.cfg.deadline_s))
+        if "ok" in answer:
+            return GroupOutcome({0: RankResult.from_dict(answer["ok"])}, [])
+        return GroupOutcome({}, [Failure(Oracle.ISOLATION, f"the isolated run failed: {answer['error']}", rank=0)])
+
+    def agree(self, key: str, decide) -> str:
+        return decide()
+
+    def recycle(self, plan: Recycle) -> None:
+        if plan is not Recycle.KEEP:
+            self.state.reset()
+
+    def skip_reason(self, case) -> str | None:
+        return None
 
     def close(self) -> None:
         if self.zygote is not None:
@@ -84,13 +60,12 @@ class InprocSession:
             self.zygote = None
 
 
-def run_inproc(cfg: RunConfig, on_case=None) -> RunReport:
-    report = RunReport(cfg.sut, "inproc", 1, cfg.options.run_seed, cfg.options.reuse.text())
-    session = InprocSession(cfg)
-    try:
-        report.run_all(session, cfg.cases, on_case)
-    except KeyboardInterrupt:
-        report.interrupted = "interrupted (SIGINT)"
-    finally:
-        session.close()
-    return report
+def execute_here(case, stack, **config):
+    """Run ``case`` on ``stack`` (a stack object) in this process, as rank 0 of a group of one,
+    with the per-rank oracles; ``config`` are :class:`RunConfig` fields (``reuse``, ``strict``,
+    ``seed``, ...). Returns the rank's :class:`RankResult`: for tests and callers that hold a
+    stack object rather than a ``--sut`` name."""
+    from harness.runner.config import Launcher, RunConfig
+
+    settings = RunConfig(launcher=Launcher.INPROC, **config).rank_settings()
+    return execute_case(case, RankState(settings, 0, stack))

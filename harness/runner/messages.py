@@ -1,7 +1,10 @@
 """Messages between the controller and its ranks: one dataclass per kind, plain data only.
 
 Every message carries the protocol version; a mismatch is refused with a clear error. Each is
-sent as JSON over a ``multiprocessing.connection`` with an authkey.
+sent as JSON over a ``multiprocessing.connection`` with an authkey. The run's settings are not
+in any message: a rank reads them once, at start, from its group's run folder
+(:mod:`harness.runner.rank.settings`). Both sides handle each kind by a table from message
+class to handler, so a kind without a handler is an error, never silently dropped.
 """
 
 from __future__ import annotations
@@ -11,7 +14,9 @@ import json
 
 from harness.errors import HarnessError
 
-VERSION = 1
+VERSION = 2
+
+__harness_hidden__ = True
 
 
 @dataclasses.dataclass
@@ -19,6 +24,7 @@ class Hello:            # rank -> controller, once connected
     rank: int
     world_size: int
     pid: int
+    host: str = ""
 
 
 @dataclasses.dataclass
@@ -30,14 +36,12 @@ class Ready:            # rank -> controller, once its process group is up
 class RunCase:          # controller -> every rank
     index: int
     case: dict
-    options: dict
 
 
 @dataclasses.dataclass
 class RunIsolated:      # controller -> every rank: run the case alone, in a fresh child and group
     index: int
     case: dict
-    options: dict
 
 
 @dataclasses.dataclass

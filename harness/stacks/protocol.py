@@ -23,36 +23,14 @@ torch.empty(shape))``), or, where a library it calls does the allocating, calls
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import torch
 
-from harness.fp8.recipe import DelayedScalingRecipe
+from harness.case.model import ModelSpec
+from harness.fp8.state import RoleState, Snapshot
 
-
-@dataclasses.dataclass(frozen=True)
-class ModelSpec:
-    """What to build: a stack of Linear layers ``dims[0] -> dims[1] -> ... -> dims[-1]``.
-
-    ``construction`` says how the FP8 weights get their first value:
-    ``"init_cast"`` casts the initial weight with a dummy amax that never enters the history
-    (TE's operation-based Linear at construction); ``"copy"`` then copies the initial value
-    in from high precision, which records its amax (TE's tests set weights that way), so
-    ``w_0`` enters the weight history at the first forward's autocast exit.
-    """
-
-    dims: tuple[int, ...]
-    recipe: DelayedScalingRecipe
-    fp8_params: bool = True
-    construction: str = "copy"
-    lr: float = 0.05
-    data_parallel: bool = True
-    userbuffers: bool = False          # one tensor-parallel layer over the group, Userbuffers-style
-    tp_layout: str = "column"          # "column" (sequence-parallel all-gather in) or "row" (reduce-scatter out)
-    overlap: bool = True               # userbuffers models: comm-GEMM overlap on, or plain collectives
-    weight_grad: bool = True           # userbuffers models: the weight requires grad (else it stays frozen)
-    bias: bool = False
-    scaling: str = "delayed"           # "delayed" (TE's recipe); other stacks may offer e.g. "tensorwise"
+__all__ = ["BuildContext", "ModelSpec", "RoleState", "Snapshot", "Stack"]
 
 
 @dataclasses.dataclass
@@ -64,25 +42,7 @@ class BuildContext:
     group: Any                      # torch.distributed ProcessGroup, or None when world_size == 1
     device: torch.device
     initial_weights: Sequence[torch.Tensor]   # one fp32 [out, in] tensor per layer, from seeds
-    deadline_s: float = 10.0                  # for the stack's own waits (e.g. Userbuffers flags)
-
-
-@dataclasses.dataclass
-class RoleState:
-    """One FP8 tensor role's state: its meta (history, scale, scale_inv) and the bytes of its cast.
-
-    ``fp8_bytes`` are uint8 bit patterns; ``fp8_scale_inv`` is the scale_inv the bytes were
-    written with (a weight's private copy, taken at its own cast).
-    """
-
-    amax_history: torch.Tensor
-    scale: torch.Tensor
-    scale_inv: torch.Tensor
-    fp8_bytes: Optional[torch.Tensor] = None
-    fp8_scale_inv: Optional[torch.Tensor] = None
-
-
-Snapshot = Mapping[str, RoleState]
+    deadline_s: float                         # the run's --deadline, for the stack's own waits (Userbuffers flags)
 
 
 @dataclasses.dataclass

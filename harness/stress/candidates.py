@@ -2,11 +2,10 @@
 
 The shrinker asks many small questions ("does this sequence still fail the same way?"). A
 rank group takes seconds to start and a soft recycle takes milliseconds, so every candidate
-runs on one persistent group: recycle (new process group, the stack's ``reset()``, no parked
-objects), then the sequence, case by case, through the same per-case session that
-:func:`run_controlled` uses (same oracles, isolated re-run, recycling after a broken case).
-With ``--launcher inproc`` the candidates run in this process, after the same reset, through
-:func:`run_inproc`.
+runs on one persistent session: recycle (new process group, the stack's ``reset()``, no parked
+objects), then the sequence, case by case, through the same case pipeline a run uses (same
+oracles, isolated re-run, recycling after a broken case). With ``--launcher inproc`` the
+session is this process, reset the same way.
 
 A recycled group is close to, not the same as, a fresh process (the allocator remembers),
 so the shrinker verifies its final answer with the real command in a fresh process.
@@ -14,78 +13,38 @@ so the shrinker verifies its final answer with the real command in a fresh proce
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 from harness.report.model import CaseReport
 from harness.runner.config import RunConfig
-
-
-def reset_process_state(cfg: RunConfig) -> None:
-    """In this process: empty the stack's registries, the morgue and the graveyard (a soft recycle)."""
-    from harness.idreuse.morgue import MORGUE
-    from harness.runner.case_exec import GRAVEYARD
-    from harness.stacks import load_stack
-
-    load_stack(cfg.sut, cfg.sut_options or None).reset()
-    MORGUE.clear()
-    GRAVEYARD.dead.clear()
+from harness.runner.judge import Recycle
+from harness.runner.session import open_session
 
 
 class CandidateRunner:
-    """Runs case sequences; ``run(cases)`` returns one CaseReport per case, fresh state each call."""
+    """Runs case sequences on one session; ``run(cases)`` returns one CaseReport per case, each
+    call from a fresh state."""
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
+        self.session = open_session(cfg.replace(json_path=None, junit_path=None))
         self.runs = 0
         self.group_starts = 0
         self.start_s = 0.0        # time spent starting groups (not charged to the shrink budget)
-
-    def run(self, cases: list) -> list[CaseReport]:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
-
-
-class InprocCandidates(CandidateRunner):
-    def run(self, cases: list) -> list[CaseReport]:
-        from harness.runner.controller import Interrupted
-        from harness.runner.inproc import run_inproc
-
-        self.runs += 1
-        reset_process_state(self.cfg)
-        report = run_inproc(dataclasses.replace(self.cfg, cases=list(cases), json_path=None, junit_path=None))
-        if report.interrupted:
-            raise Interrupted("SIGINT")
-        return report.cases
-
-
-class GroupCandidates(CandidateRunner):
-    """One persistent rank group for every candidate (spawn, torchrun or mpirun).
-
-    Cases go through :class:`harness.runner.controller.CaseSession`, the very code
-    ``run_controlled`` uses, so a candidate is judged exactly as the repro command will judge it.
-    """
-
-    def __init__(self, cfg: RunConfig):
-        from harness.runner.controller import CaseSession
-
-        super().__init__(cfg)
-        self.session = CaseSession(cfg)
         self.dirty = False
 
     def run(self, cases: list) -> list[CaseReport]:
-        session = self.session
+        backend = self.session.backend
         self.runs += 1
-        if session.group is not None and self.dirty and not session.group.recycle():
-            session.restart()
+        if self.dirty:
+            backend.recycle(Recycle.GROUP)       # what the last candidate left behind, gone
+            self.session.previous = None
         self.dirty = True
         reports = []
         for case in cases:
-            started, t0 = session.groups_started, time.monotonic()
-            reports.append(session.run(case))
-            if session.groups_started != started:
+            started, t0 = getattr(backend, "groups_started", 0), time.monotonic()
+            reports.append(self.session.run(case))
+            if getattr(backend, "groups_started", 0) != started:
                 # A group started for this case: its start-up is roughly the wall time less the
                 # case and its isolated re-run.
                 self.group_starts += 1
@@ -97,4 +56,4 @@ class GroupCandidates(CandidateRunner):
 
 
 def candidate_runner(cfg: RunConfig) -> CandidateRunner:
-    return InprocCandidates(cfg) if cfg.launcher == "inproc" else GroupCandidates(cfg)
+    return CandidateRunner(cfg)

@@ -7,7 +7,6 @@ or an environment that cannot run the stack, 130 interrupted (the reports are st
 from __future__ import annotations
 
 import argparse
-import datetime
 import os
 import platform
 import shutil
@@ -34,23 +33,13 @@ def _positive(kind, what):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from harness.runner.options import Front, add_to_argparse
+
     p = _Parser(prog="python -m harness stress", description=__doc__.splitlines()[0])
+    add_to_argparse(p, Front.STRESS)       # the run options a stress run shares with `run`
     p.add_argument("--minutes", type=_positive(float, "--minutes"), default=30.0,
                    help="time budget (default 30); cases stop starting once it is spent")
     p.add_argument("--out", required=True, help="folder for stress.json, junit.xml, index.html, repro-<n>.json")
-    p.add_argument("--sut", default="emulated-patched",
-                   help="stack under test: emulated-patched, emulated-buggy, te, te-buggy, torchao, or package.module:attr")
-    p.add_argument("--launcher", default="spawn", choices=("spawn", "torchrun", "mpirun", "inproc"),
-                   help="how each batch's rank group starts (inproc: this process, world size 1)")
-    p.add_argument("--world-size", type=int, default=None, help="ranks per group (default 2; 1 for inproc)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="seed of the generated cases and their data (default: today's date, YYYYMMDD)")
-    p.add_argument("--inject", default=None, help="inject a bug into a real stack (torchao, te: id-hook)")
-    p.add_argument("--reuse", default="natural",
-                   help="id reuse for cases that do not pick their own: off | natural | symmetric | asymmetric[:RANKS]")
-    p.add_argument("--deadline", type=_positive(float, "--deadline"), default=10.0,
-                   help="seconds per collective or buffer wait")
-    p.add_argument("--strict", action="store_true", help="retention findings are failures")
     p.add_argument("--batch-seconds", type=_positive(float, "--batch-seconds"), default=60.0,
                    help="how long one rank group runs cases before a fresh one takes over (default 60)")
     p.add_argument("--shrink-share", type=float, default=0.25,
@@ -76,20 +65,16 @@ def _clear_previous(out_dir: str) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from harness.idreuse.morgue import ReusePolicy
-    from harness.runner.case_exec import RunOptions
-    from harness.runner.config import RunConfig
+    from harness.runner.machine import check_machine, check_stack
+    from harness.runner.options import Front, config_from_values, options_for
     from harness.stacks import load_stack
 
     if not 0 <= args.shrink_share <= 1:
         raise UsageError(f"--shrink-share must be between 0 and 1, got {args.shrink_share!r}")
-    world = args.world_size if args.world_size is not None else (1 if args.launcher == "inproc" else 2)
-    seed = args.seed if args.seed is not None else int(datetime.date.today().strftime("%Y%m%d"))
-    options = RunOptions(run_seed=seed, reuse=ReusePolicy.parse(args.reuse), strict=args.strict,
-                         deadline_s=args.deadline)
-    cfg = RunConfig(sut=args.sut, sut_options={"inject": args.inject} if args.inject else {},
-                    launcher=args.launcher, world_size=world, options=options, isolation=True).validate()
-    load_stack(cfg.sut, cfg.sut_options or None)   # fail early, before any rank starts
+    cfg = config_from_values({o.field: getattr(args, o.field) for o in options_for(Front.STRESS)}, Front.STRESS)
+    check_machine(cfg)                               # fail early, before any rank starts
+    check_stack(cfg, load_stack(cfg.sut, cfg.sut_options()))
+    seed = cfg.seed
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out!r} exists and is not a folder")
     os.makedirs(args.out, exist_ok=True)

@@ -37,17 +37,9 @@ def write_case_file(path: str, cases: list) -> None:
 
 def run_command(cfg: RunConfig, case_file: str) -> list[str]:
     """The ``python -m harness run`` argv that runs ``case_file`` as this stress run would."""
-    argv = ["python", "-m", "harness", "run", "--sut", cfg.sut, "--launcher", cfg.launcher, "--world-size",
-            str(cfg.world_size), "--reuse", cfg.options.reuse.text(), "--seed", str(cfg.options.run_seed)]
-    if cfg.sut_options.get("inject"):
-        argv += ["--inject", cfg.sut_options["inject"]]
-    if cfg.options.deadline_s != 10.0:
-        argv += ["--deadline", f"{cfg.options.deadline_s:g}"]
-    if cfg.options.strict:
-        argv.append("--strict")
-    if not cfg.isolation:
-        argv.append("--no-isolation")
-    return argv + ["--case-file", display_path(case_file)]
+    from harness.runner.judge import repro_argv
+
+    return repro_argv(cfg, case_file=display_path(case_file))
 
 
 def command_text(argv: list[str]) -> str:

@@ -1,9 +1,8 @@
 """The stress loop: batches of generated cases until the time budget is spent.
 
-Each batch is drawn from the seed by Hypothesis and run on ONE persistent rank group by
-:func:`harness.runner.controller.run_controlled` (in this process by
-:func:`harness.runner.inproc.run_inproc` for ``--launcher inproc``, after a reset of the
-stack's registries). After every case the record is updated and ``stress.json`` rewritten.
+Each batch is drawn from the seed by Hypothesis and run on ONE persistent rank group (in this
+process for ``--launcher inproc``) by :func:`harness.runner.session.run`, the runner of
+``python -m harness run``, from empty registries. After every case the record is updated and ``stress.json`` rewritten.
 A batch ends when its time (``batch_seconds``) or the run's is up, or at the first failure of
 a kind not seen before: that failure is then shrunk and its repro command checked (see
 :mod:`harness.stress.shrink`) before the next batch starts. Later failures of a known kind are
@@ -22,8 +21,9 @@ import time
 from harness.case.data import derive_seed
 from harness.errors import HarnessError
 from harness.runner.config import RunConfig
-from harness.runner.controller import Interrupted
-from harness.stress.candidates import candidate_runner, reset_process_state
+from harness.runner.interrupts import Interrupted
+from harness.runner.session import run
+from harness.stress.candidates import candidate_runner
 from harness.stress.explore import draw_batch
 from harness.stress.progress import Progress
 from harness.stress.record import COMMUNICATION_ORACLES, StressRecord
@@ -65,9 +65,9 @@ class StressSession:
         self.opts = opts
         self.progress = progress or Progress(opts.budget_s)
         config = {
-            "sut": cfg.sut, "sut_options": dict(cfg.sut_options), "launcher": cfg.launcher,
-            "world_size": cfg.world_size, "seed": opts.seed, "reuse": cfg.options.reuse.text(),
-            "minutes": opts.minutes, "deadline_s": cfg.options.deadline_s, "strict": cfg.options.strict,
+            "sut": cfg.sut, "sut_options": dict(cfg.sut_options() or {}), "launcher": cfg.launcher.value,
+            "world_size": cfg.world_size, "seed": opts.seed, "reuse": cfg.reuse.text(),
+            "minutes": opts.minutes, "deadline_s": cfg.deadline_s, "strict": cfg.strict,
             "isolation": cfg.isolation, "batch_seconds": opts.batch_seconds, "batch_size": opts.batch_size,
             "shrink_share": opts.shrink_share, "shrink_per_failure_s": opts.shrink_per_failure_s,
             "max_cases": opts.max_cases, "max_failures": opts.max_failures, **(config_extra or {}),
@@ -217,7 +217,7 @@ class StressSession:
                     self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: failure #{n} again"
                                        + ("; its repro did not reproduce, trying this case" if retry else ""))
                 if set(case_report.oracles) & set(COMMUNICATION_ORACLES) or "broke its group" in case_report.detail:
-                    state["segment"] = i + 1    # run_controlled recycles or restarts the group here
+                    state["segment"] = i + 1    # the runner recycles or restarts the group here
                 info["cases_run"] = state["seen"]
             self.progress.phase = f"batch {b}"
             rec.write_json()
@@ -233,19 +233,11 @@ class StressSession:
             if self._enough_cases():
                 raise BatchStop("enough cases")
 
-        cfg = dataclasses.replace(self.cfg, cases=cases, json_path=None, junit_path=None)
+        cfg = self.cfg.replace(cases=cases, json_path=None, junit_path=None)
         ended = "all cases run"
         t_run = time.monotonic()
         try:
-            if cfg.launcher == "inproc":
-                from harness.runner.inproc import run_inproc
-
-                reset_process_state(cfg)
-                report = run_inproc(cfg, on_case)
-            else:
-                from harness.runner.controller import run_controlled
-
-                report = run_controlled(cfg, on_case)
+            report = run(cfg, on_case)
             if report.interrupted:
                 raise Interrupted(report.interrupted)
         except BatchStop as stop:

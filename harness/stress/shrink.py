@@ -62,7 +62,7 @@ class Shrinker:
         self._factory = candidates_factory
         self._candidates = None
         self.note = note
-        self.verify_timeout_s = verify_timeout_s or max(120.0, cfg.options.deadline_s * 12)
+        self.verify_timeout_s = verify_timeout_s or max(120.0, cfg.deadline_s * 12)
         self.shrink_s = 0.0
         self.verify_s = 0.0
         self._closed_start_s = 0.0
@@ -205,7 +205,7 @@ class Shrinker:
 
 def _forced(case, cfg) -> bool:
     """Whether ``case`` forces id reuse (or forbids it): a deterministic outcome, unlike natural reuse."""
-    return (case.reuse or cfg.options.reuse.mode) != "natural"
+    return (case.reuse or cfg.reuse.mode) != "natural"
 
 
 def _fewest_preceding(prefix: list, target, fails, stop) -> list:

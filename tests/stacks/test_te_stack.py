@@ -12,7 +12,7 @@ import torch
 
 from harness.case.data import initial_weights, step_grad_output, step_inputs
 from harness.idreuse.morgue import ReusePolicy
-from harness.runner.case_exec import RunOptions, execute_case
+from harness.runner.inproc import execute_here
 from harness.stacks.protocol import BuildContext
 from harness.stacks.te import availability
 
@@ -50,7 +50,7 @@ def buggy_stack():
 
 def build_and_step(stack, case, model_index: int = 0):
     ctx = BuildContext(rank=0, world_size=1, group=None, device=torch.device("cpu"),
-                       initial_weights=initial_weights(case, model_index, 0))
+                       initial_weights=initial_weights(case, model_index, 0), deadline_s=10.0)
     model = stack.build(case.model, ctx)
     stack.forward_backward(model, step_inputs(case, model_index, 0, 0, 0), step_grad_output(case, model_index, 0, 0, 0))
     return model
@@ -77,18 +77,18 @@ def test_snapshot_has_every_role_of_every_layer_on_the_cpu(te_stack):
                                   "special/inf-amax", "special/nan-input", "special/tiny-amax", "special/zero-amax"])
 def test_compared_fields_equal_the_reference_bit_for_bit(te_stack, name):
     case = te_case(name)
-    result = execute_case(case, te_stack, 0, 1, None, RunOptions(reuse=ReusePolicy.parse("off")))
+    result = execute_here(case, te_stack, reuse="off")
     assert [f for f in result.failures if f.oracle != "retention"] == []
     assert result.steps_compared == case.steps * case.models
 
 
 def test_patched_stack_keeps_no_id_of_a_dead_weight(te_stack):
-    result = execute_case(te_case("repro/hygiene"), te_stack, 0, 1, None, RunOptions())
+    result = execute_here(te_case("repro/hygiene"), te_stack)
     assert [f.detail for f in result.failures if f.oracle == "hygiene"] == []
 
 
 def test_buggy_stack_keeps_dead_weight_ids(buggy_stack):
-    result = execute_case(te_case("repro/hygiene"), buggy_stack, 0, 1, None, RunOptions())
+    result = execute_here(te_case("repro/hygiene"), buggy_stack)
     texts = [f.detail for f in result.failures if f.oracle == "hygiene"]
     assert any(t.startswith("id_hook.REGISTERED_FP8_PARAMS") and "weight_data" in t for t in texts), texts
 
@@ -118,6 +118,6 @@ def test_a_declined_case_says_why(te_stack):
     case = te_case("delayed/te-default")
     spec = dataclasses.replace(case.model, construction="init_cast")
     ctx = BuildContext(rank=0, world_size=1, group=None, device=torch.device("cpu"),
-                       initial_weights=initial_weights(case, 0, 0))
+                       initial_weights=initial_weights(case, 0, 0), deadline_s=10.0)
     with pytest.raises(DeclinedCase, match="init_cast"):
         te_stack.build(spec, ctx)

@@ -2,6 +2,8 @@
 
 from harness.runner.launchers.protocol import GroupProcesses, Launcher
 
+__harness_hidden__ = True
+
 
 def get_launcher(name: str) -> Launcher:
     if name == "spawn":

@@ -13,6 +13,8 @@ import subprocess
 from harness.errors import SetupError
 from harness.runner.launchers.protocol import WORKER_MODULE, GroupProcesses, python
 
+__harness_hidden__ = True
+
 
 def mpirun_path() -> str | None:
     """``$HARNESS_MPIRUN`` if set, else ``mpirun`` on PATH (./scripts/* put the venv's bin first)."""

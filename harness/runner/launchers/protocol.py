@@ -9,7 +9,9 @@ import sys
 import time
 from typing import Protocol
 
-WORKER_MODULE = "harness.runner.worker"
+__harness_hidden__ = True
+
+WORKER_MODULE = "harness.runner.rank.worker"
 
 
 class GroupProcesses:
@@ -70,7 +72,7 @@ class Launcher(Protocol):
         """Raise SetupError with one clear line when this launcher cannot run here."""
 
     def start(self, world_size: int, env: dict, run_dir: str) -> GroupProcesses:
-        """Start ``world_size`` workers (``python -m harness.runner.worker``) with ``env``."""
+        """Start ``world_size`` workers (``python -m harness.runner.rank.worker``) with ``env``."""
 
 
 def python() -> str:

@@ -7,6 +7,8 @@ import subprocess
 
 from harness.runner.launchers.protocol import WORKER_MODULE, GroupProcesses, python
 
+__harness_hidden__ = True
+
 
 class SpawnLauncher:
     name = "spawn"

@@ -9,6 +9,8 @@ import subprocess
 from harness.errors import SetupError
 from harness.runner.launchers.protocol import WORKER_MODULE, GroupProcesses, python
 
+__harness_hidden__ = True
+
 
 def torchrun_path() -> str | None:
     beside = os.path.join(os.path.dirname(python()), "torchrun")

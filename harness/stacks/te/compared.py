@@ -1,6 +1,6 @@
 """What ``--sut te`` compares with the bit-exact reference, and what it leaves out.
 
-The reference (:mod:`harness.reference.delayed`) computes GEMMs as fp32 matmuls of dequantized
+The reference (:mod:`harness.reference`) computes GEMMs as fp32 matmuls of dequantized
 values on the CPU. TE computes them on tensor cores: FP8 operands, the scales applied to the
 accumulated sum, TE's own accumulation. Both are right, and they differ in low bits. Every
 value downstream of a GEMM therefore differs legitimately: a deeper layer's input (the layer
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.reference.delayed import ExpectedModel
-from harness.reference.delayed import expected_model as reference_model
+from harness.reference.meta import ExpectedModel
+from harness.reference import expected_model as reference_model
 from harness.stacks.protocol import RoleState
 
 

@@ -28,7 +28,7 @@ import torch
 from harness.case.data import initial_weights, step_grad_output, step_inputs
 from harness.case.spec import CaseSpec
 from harness.fp8 import dynamic_scaling as ds
-from harness.reference.delayed import ExpectedModel
+from harness.reference.meta import ExpectedModel
 from harness.stacks.protocol import RoleState
 
 # The dim torchao reduces an axiswise amax along, per cast (the first argument of its

@@ -10,7 +10,7 @@ turns into a prompt cross-rank failure naming position k on every rank, and the 
 usable for the next case.
 
 With each signature a rank publishes a summary of its stack's registries (each one's keys'
-shapes and entries' sizes, :mod:`harness.oracles.registry_digest`); a peer whose registries
+shapes and entries' sizes, :mod:`harness.collectives.registry_digest`); a peer whose registries
 differ at position k raises :class:`CollectiveMismatch` naming the registries, both collectives
 and the last position where they still agreed: a registry pruned or grown on one rank only is
 reported at the first collective after it happened, before any size mismatch it leads to.
@@ -26,10 +26,13 @@ from __future__ import annotations
 import datetime
 import json
 
+from harness.collectives.entry import describe, shape_signature
+from harness.collectives.registry_digest import registry_divergence, registry_summary
 from harness.errors import DeadlineExceeded, HarnessError
-from harness.oracles.registry_digest import registry_divergence, registry_summary
 
 _POINT_TO_POINT = ("send", "recv")
+
+__harness_hidden__ = True
 
 
 class CollectiveMismatch(HarnessError):
@@ -38,18 +41,6 @@ class CollectiveMismatch(HarnessError):
 
 class PeerLeftCase(HarnessError):
     """A peer ended the case on an error while this rank waited for its next collective."""
-
-
-def _shape_signature(entry: dict) -> dict:
-    return {"op": entry["op"], "group": entry["group"], "reduce": entry.get("reduce"),
-            "shapes": entry["shapes"], "dtypes": entry["dtypes"]}
-
-
-def _describe(sig: dict, sites=None) -> str:
-    shapes = ",".join("x".join(map(str, s)) or "scalar" for s in sig["shapes"])
-    red = f" {sig['reduce']}" if sig.get("reduce") else ""
-    where = f" at {' <- '.join(sites)}" if sites else ""
-    return f"{sig['op']}{red} {'/'.join(sig['dtypes'][:1])}[{shapes}]{where}"
 
 
 class CollectivePrecheck:
@@ -85,7 +76,7 @@ class CollectivePrecheck:
         if self.prefix is None or entry["op"] in _POINT_TO_POINT:
             return
         k = entry["seq"]
-        mine = _shape_signature(entry)
+        mine = shape_signature(entry)
         regs = registry_summary(self.registries()) if self.registries is not None else None
         self.store.set(f"{self.prefix}{k}/{self.rank}",
                        json.dumps({"sig": mine, "sites": entry["sites"][:4], "regs": regs}))
@@ -97,14 +88,14 @@ class CollectivePrecheck:
             except Exception as exc:   # the store's timeout (DistStoreError)
                 if "timeout" not in str(exc).lower() and "timed out" not in str(exc).lower():
                     raise
-                raise DeadlineExceeded(f"collective #{k} {_describe(mine)}: rank {peer} did not reach it",
+                raise DeadlineExceeded(f"collective #{k} {describe(mine)}: rank {peer} did not reach it",
                                        self.deadline_s, entry["sites"][0] if entry["sites"] else "") from None
             if "end" in theirs and theirs.get("failed"):
                 raise PeerLeftCase(f"rank {peer} left the case on an error after {theirs['end']} collectives, "
-                                   f"while rank {self.rank} waited for it at collective #{k} {_describe(mine)}")
+                                   f"while rank {self.rank} waited for it at collective #{k} {describe(mine)}")
             if "end" in theirs:
                 raise CollectiveMismatch(
-                    f"rank {self.rank} issues collective #{k} {_describe(mine, entry['sites'][:4])}, but rank {peer} "
+                    f"rank {self.rank} issues collective #{k} {describe(mine, entry['sites'][:4])}, but rank {peer} "
                     f"ended the case after {theirs['end']} collectives: rank {self.rank} has an extra collective")
             diverged = registry_divergence(regs, theirs.get("regs"), self.rank, peer)
             if diverged:
@@ -112,10 +103,10 @@ class CollectivePrecheck:
                           if self.agreed else "they differ from the case's first collective on")
                 raise CollectiveMismatch(
                     f"registries differ between ranks before collective #{k} ({agreed}):\n  "
-                    + "\n  ".join(diverged) + f"\n  rank {self.rank}: {_describe(mine, entry['sites'][:4])}"
-                    f"\n  rank {peer}: {_describe(theirs['sig'], theirs['sites'])}")
+                    + "\n  ".join(diverged) + f"\n  rank {self.rank}: {describe(mine, entry['sites'][:4])}"
+                    f"\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}")
             if theirs["sig"] != mine:
                 raise CollectiveMismatch(
                     f"collective #{k} differs between ranks:\n  rank {self.rank}: "
-                    f"{_describe(mine, entry['sites'][:4])}\n  rank {peer}: {_describe(theirs['sig'], theirs['sites'])}")
+                    f"{describe(mine, entry['sites'][:4])}\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}")
         self.agreed = (k, entry["sites"][:4])

@@ -17,6 +17,8 @@ import struct
 import time
 import traceback
 
+__harness_hidden__ = True
+
 
 def _send(fd: int, obj) -> None:
     data = json.dumps(obj).encode()
@@ -46,56 +48,67 @@ def _recv(fd: int, timeout: float | None = None):
     return json.loads(read_exact(n).decode())
 
 
-def _isolated_child(request: dict) -> dict:
+def isolated_request(case, token: str, store: dict | None) -> dict:
+    """What the zygote needs to run ``case`` alone: the case, a token that names its store keys
+    and process group, and where the store is (``{"host", "port", "prefix"}``; None at world
+    size 1). Everything else the child inherits from the rank it was forked from."""
+    return {"case": case.to_dict(), "token": token, "store": store}
+
+
+def isolated_timeout(deadline_s: float) -> float:
+    """How long a rank waits for its zygote's answer: the case's waits, several times over."""
+    return deadline_s * 4 + 30
+
+
+def isolated_failure(case_name: str, rank: int, error: str | None) -> dict:
+    """A rank result (as a dict) saying that the isolated run gave no result."""
+    return {"case": case_name, "rank": rank,
+            "failures": [{"oracle": "isolation", "rank": rank, "step": None, "model": None,
+                          "detail": f"isolated run failed: {error}"}]}
+
+
+def _isolated_child(state, request: dict) -> dict:
+    """In a fresh child of the zygote: the case alone, from empty registries."""
     import torch
 
     torch.set_num_threads(1)
     from harness.case.spec import CaseSpec
-    from harness.runner.case_exec import RunOptions, execute_case
-    from harness.stacks import load_stack
+    from harness.runner.rank.execute import execute_case
 
-    stack = load_stack(request["sut"], request.get("sut_options") or None)
-    stack.reset()
+    state.stack.reset()
     case = CaseSpec.from_dict(request["case"])
-    options = RunOptions.from_dict(request["options"])
-    world, rank = request["world_size"], request["rank"]
-    group = None
-    if world > 1:
+    if state.world > 1:
         import datetime
 
         import torch.distributed as dist
-        from harness.runner.ledger import install
 
-        from harness.runner.ledger import LEDGER
-        from harness.runner.precheck import CollectivePrecheck
-
-        install()
-        LEDGER.open(None)
+        where = request["store"]
+        store = dist.TCPStore(where["host"], where["port"], is_master=False,
+                              timeout=datetime.timedelta(seconds=max(30.0, state.settings.deadline_s)))
+        if where.get("prefix"):
+            store = dist.PrefixStore(where["prefix"], store)
+        state.ledger.open(None)
         token = request["token"]
-        store = dist.TCPStore(request.get("store_host", "127.0.0.1"), request["store_port"], is_master=False,
-                              timeout=datetime.timedelta(seconds=max(30.0, options.deadline_s)))
-        if request.get("store_prefix"):
-            store = dist.PrefixStore(request["store_prefix"], store)
-        dist.init_process_group("gloo", store=dist.PrefixStore(f"{token}/pg/", store), rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=options.deadline_s))
-        group = dist.group.WORLD
-        LEDGER.precheck = CollectivePrecheck(store, rank, options.deadline_s)
-        LEDGER.precheck.begin_case(token)
+        state.join_group(store, prefix=f"{token}/pg/")
+        state.begin_case(token)
     try:
-        result = execute_case(case, stack, rank, world, group, options)
+        result = execute_case(case, state)
     finally:
         # The child leaves by os._exit, which skips atexit: release what the case created in
         # shared memory here (its Userbuffers communicators), or nothing would. A controller
         # sweeps its own prefix at teardown; a torchrun or mpirun launch has no controller.
         from harness.comm import destroy_ub
 
-        stack.reset()
+        state.stack.reset()
         destroy_ub()
     return result.to_dict()
 
 
 class Zygote:
-    def __init__(self):
+    """Forked from a rank (``state``) right after its imports, before any case or process group."""
+
+    def __init__(self, state):
+        self.state = state
         self.pid: int | None = None
         self._to = self._from = None
 
@@ -109,7 +122,7 @@ class Zygote:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             code = 0
             try:
-                self._serve(req_r, res_w)
+                self._serve(self.state, req_r, res_w)
             except BaseException:
                 code = 1
             os._exit(code)
@@ -119,7 +132,7 @@ class Zygote:
         return self
 
     @staticmethod
-    def _serve(req_r: int, res_w: int) -> None:
+    def _serve(state, req_r: int, res_w: int) -> None:
         while True:
             try:
                 request = _recv(req_r)
@@ -130,7 +143,7 @@ class Zygote:
             if child == 0:
                 os.close(out_r)
                 try:
-                    answer = {"ok": _isolated_child(request)}
+                    answer = {"ok": _isolated_child(state, request)}
                 except BaseException as exc:
                     answer = {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"}
                 try:

@@ -1,6 +1,6 @@
 """The fault matrix: every fault, repeated, under every launcher -> reported / recycled / left behind.
 
-    python -m harness.faults.matrix --repeat 10 --json fault-matrix.json     # (./scripts/fault-matrix)
+    python -m harness.faultmatrix --repeat 10 --json fault-matrix.json     # (./scripts/fault-matrix)
 
 For each launcher, one persistent session (this process is the controller, world size 2) runs
 each fault case of harness/faults/cases.py followed by its normal case, ``--repeat`` times. Per
@@ -37,7 +37,7 @@ import tempfile
 import time
 
 from harness.faults.cases import EXPECT, check_fault_case, fault_case, normal_case
-from harness.faults.leaks import group_leftovers, processes_with_env, run_dirs
+from harness.faultmatrix.leaks import group_leftovers, processes_with_env, run_dirs
 
 WORLD = 2
 MARK = "FP8H_MATRIX_MARK"
@@ -45,12 +45,9 @@ SIGNAL_ROW = "controller SIGINT+SIGTERM"
 
 
 def _config(launcher: str, deadline_s: float):
-    from harness.idreuse.morgue import ReusePolicy
-    from harness.runner.case_exec import RunOptions
     from harness.runner.config import RunConfig
 
-    return RunConfig(launcher=launcher, world_size=WORLD, isolation=False,
-                     options=RunOptions(deadline_s=deadline_s, reuse=ReusePolicy.parse("natural"))).validate()
+    return RunConfig(launcher=launcher, world_size=WORLD, isolation=False, deadline_s=deadline_s, reuse="natural")
 
 
 def _row(kind: str, launcher: str) -> dict:
@@ -64,10 +61,11 @@ def _note(row: dict, text: str) -> None:
 
 
 def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=print) -> list[dict]:
-    from harness.runner.controller import CaseSession
+    from harness.runner.session import open_session
 
     rows = {kind: _row(kind, launcher) for kind in kinds}
-    session = CaseSession(_config(launcher, deadline_s))
+    session = open_session(_config(launcher, deadline_s))
+    backend = session.backend
     victim = WORLD - 1
     try:
         warm = session.run(normal_case("warm-up"))
@@ -77,9 +75,9 @@ def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=p
             for kind in kinds:
                 row = rows[kind]
                 row["runs"] += 1
-                if session.group is None:               # the last normal case failed: start afresh
+                if backend.group is None:               # the last normal case failed: start afresh
                     session.run(normal_case("warm-up"))
-                old = session.group
+                old = backend.group
                 if old is None:
                     _note(row, f"run {rep}: no working group to inject into")
                     continue
@@ -89,7 +87,7 @@ def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=p
                     report = session.run(fault_case(kind, victim))
                 except Exception as exc:   # a harness error is a miss, not the end of the matrix
                     _note(row, f"run {rep}: {type(exc).__name__}: {exc}")
-                    session.restart()
+                    backend.restart()
                     continue
                 elapsed = time.monotonic() - started
                 row["max_report_s"] = max(row["max_report_s"], round(elapsed, 2))
@@ -100,7 +98,7 @@ def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=p
                     _note(row, f"run {rep}: " + "; ".join(problems))
                 else:
                     row["reported"] += 1
-                respawned = session.group is not old
+                respawned = backend.group is not old
                 in_place = not respawned and old.generation == identity[2] + 1
                 if respawned:
                     if old.stragglers:      # the launcher left them; stop() killed them by marker
@@ -121,7 +119,7 @@ def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=p
                                f"next case {after.outcome})")
             log(f"{launcher}: repetition {rep + 1} of {repeat} done")
     finally:
-        last = session.group
+        last = backend.group
         session.close()
         if last is not None:
             left = group_leftovers(last.run_dir, last.shm_prefix)
@@ -135,7 +133,7 @@ def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=p
 def measure_controller_signals(launcher: str, runs: int, deadline_s: float, workdir: str) -> dict:
     from pathlib import Path
 
-    from harness.faults.subproc import HarnessRun
+    from harness.faultmatrix.subproc import HarnessRun
 
     row = _row(SIGNAL_ROW, launcher)
     for i in range(runs):
@@ -196,7 +194,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.faults.matrix", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m harness.faultmatrix", description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=10, help="runs of each fault per launcher")
     p.add_argument("--launchers", default="spawn,torchrun,mpirun")
     p.add_argument("--kinds", default=",".join(EXPECT), help="fault kinds (comma-separated)")
@@ -227,7 +225,7 @@ def main(argv=None) -> int:
     dirs_left = run_dirs(workdir)
     result = {
         "date": datetime.date.today().isoformat(),
-        "command": "python -m harness.faults.matrix " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m harness.faultmatrix " + " ".join(argv if argv is not None else sys.argv[1:]),
         "deadline_s": args.deadline, "repeat": args.repeat, "world_size": WORLD,
         "elapsed_s": round(time.monotonic() - started, 1),
         "stray_processes_at_end": stray, "run_dirs_left_at_end": dirs_left,

@@ -4,9 +4,10 @@
 a per-rank file and flushed *before* the collective is issued, so a rank that crashes or hangs
 inside a collective still leaves a complete ledger behind for the controller to compare.
 
-The call site is the chain of frames outside torch and outside the harness's own runner, i.e.
-in the stack under test and the user's code, innermost first. Matching on op and shape alone
-blames the wrong collective when an extra one has the same shape; the call site does not.
+The call site is the chain of frames outside torch and outside the harness's own machinery
+(:mod:`harness.frames`), i.e. in the stack under test and the user's code, innermost first.
+Matching on op and shape alone blames the wrong collective when an extra one has the same
+shape; the call site does not.
 """
 
 from __future__ import annotations
@@ -15,20 +16,19 @@ import functools
 import json
 import os
 import sys
-import sysconfig
 import threading
 import time
 
 import torch
 import torch.distributed as dist
 
+from harness.frames import hidden
+
 _COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
                 "broadcast", "barrier", "all_to_all_single", "reduce", "gather", "scatter", "send", "recv")
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _HARNESS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_STDLIB_DIR = os.path.realpath(sysconfig.get_paths()["stdlib"]) + os.sep
-_SKIP_DIRS = (_TORCH_DIR, os.path.join(_HARNESS_DIR, "runner") + os.sep, os.path.join(_HARNESS_DIR, "idreuse") + os.sep,
-              os.path.join(_HARNESS_DIR, "faults") + os.sep, _STDLIB_DIR)
+
+__harness_hidden__ = True
 
 
 def _short(path: str) -> str:
@@ -38,27 +38,13 @@ def _short(path: str) -> str:
     return "/".join(parts[-3:])
 
 
-@functools.lru_cache(maxsize=None)
-def _site_file(fn: str) -> str | None:
-    """The short name of a frame's file when its frames count as call sites, else None.
-
-    Cached per file name: resolving symlinks (``realpath``) costs a system call per path
-    component, and every collective walks the same few files.
-    """
-    if os.path.realpath(fn).startswith(_SKIP_DIRS) or fn.startswith(_SKIP_DIRS) or "<frozen" in fn \
-            or "/_pytest/" in fn or "/pluggy/" in fn:
-        return None
-    return _short(fn)
-
-
 def call_sites(limit: int = 6) -> list[str]:
-    """Frames outside torch and the runner, innermost first: ``path:line function``."""
+    """Frames outside torch and the harness's machinery, innermost first: ``path:line function``."""
     sites = []
     frame = sys._getframe(2)
     while frame is not None and len(sites) < limit:
-        short = _site_file(frame.f_code.co_filename)
-        if short is not None:
-            sites.append(f"{short}:{frame.f_lineno} {frame.f_code.co_name}")
+        if not hidden(frame):
+            sites.append(f"{_short(frame.f_code.co_filename)}:{frame.f_lineno} {frame.f_code.co_name}")
         frame = frame.f_back
     return sites
 
@@ -91,7 +77,7 @@ class Ledger:
         self._lock = threading.Lock()
         self._seq = 0
         self.on_progress = None
-        self.precheck = None     # a CollectivePrecheck, set by the worker
+        self.precheck = None     # a CollectivePrecheck, set by the rank's runner
         self.check_s = 0.0       # seconds spent recording and prechecking collectives (never reset)
 
     def progress(self) -> None:
@@ -177,20 +163,3 @@ def install() -> Ledger:
             setattr(module, name, make(original, name))
     _INSTALLED["done"] = True
     return LEDGER
-
-
-def signature(entry: dict, with_sizes: bool = True) -> tuple:
-    """What must match across ranks (with sizes) or across runs of one case (without)."""
-    base = (entry["op"], tuple(entry["group"]), entry.get("reduce"), tuple(entry["sites"]))
-    if with_sizes:
-        return base + (json.dumps(entry["shapes"]), tuple(entry["dtypes"]))
-    return base
-
-
-def format_entry(entry: dict | None) -> str:
-    if entry is None:
-        return "(no collective)"
-    shapes = ",".join("x".join(str(d) for d in s) or "scalar" for s in entry["shapes"])
-    red = f" {entry['reduce']}" if entry.get("reduce") else ""
-    site = " <- ".join(entry["sites"][:4]) or "(no site outside torch and the harness)"
-    return f"#{entry['seq']} {entry['op']}{red} {'/'.join(entry['dtypes'][:1])}[{shapes}] at {site}"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.faults.leaks import processes_with_env, run_dirs, shm_segments
+from harness.faultmatrix.leaks import processes_with_env, run_dirs, shm_segments
 
 MARK = "FP8H_RUN_MARK"
 CASE_MARKS = ("PASS ", "FAIL ", "ERROR ", "SKIP ")

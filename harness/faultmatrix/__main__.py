@@ -1,0 +1,5 @@
+import sys
+
+from harness.faultmatrix.matrix import main
+
+sys.exit(main())

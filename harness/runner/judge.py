@@ -1,0 +1,147 @@
+"""Judging a case from every rank's results: the verdict, the repro command, what to recycle.
+
+Pure functions over plain data, used by :class:`harness.runner.pipeline.CasePipeline` for
+every kind of session (in-process, controlled group, SPMD):
+
+* :func:`judge` -- every finding of a case: each rank's own, the group's (dead or hung ranks),
+  cross-rank agreement of ledgers and all-reduced scales, isolation against the re-run alone;
+* :func:`case_report` -- the verdict (a :class:`~harness.report.model.CaseReport`) with its
+  repro command (:func:`repro_command_for`);
+* :func:`recycle_plan` -- what the group needs before the next case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import shlex
+
+from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_disagreement
+from harness.oracles.findings import COMMUNICATION, Failure, Oracle
+from harness.oracles.isolation import compare_runs
+from harness.report.model import CaseReport, group_digest, verdict
+
+__harness_hidden__ = True
+
+
+@dataclasses.dataclass
+class GroupOutcome:
+    """What running a case on every rank gave."""
+
+    results: dict            # rank -> RankResult
+    failures: list           # group-level failures (dead or hung ranks, a broken isolated run)
+    broken: bool = False     # a rank died or hung: the group must be respawned
+    artifacts: dict = dataclasses.field(default_factory=dict)
+
+    def communication_failed(self) -> bool:
+        """Some rank's case already failed in a way that leaves communication in doubt."""
+        return any(f.oracle in COMMUNICATION for r in self.results.values() for f in r.failures)
+
+
+def judge(case, shared: GroupOutcome, isolated: dict | None, world: int) -> list:
+    """Every finding of ``case``: the group's, each rank's, then cross-rank and isolation."""
+    results = shared.results
+    failures = list(shared.failures)
+    for r in sorted(results):
+        failures += results[r].failures
+    if len(results) == world and not any(f.oracle == Oracle.CROSS_RANK for f in failures):
+        ledgers = {r: results[r].collectives for r in results}
+        divergence = first_divergence(ledgers)
+        truncated = bool(divergence) and ledger_truncated(ledgers)
+        if truncated and any(f.oracle in (Oracle.ERROR, Oracle.LIVENESS) for f in failures):
+            pass    # a rank left the case early on a failure already reported; its short ledger adds nothing
+        elif divergence:
+            # A ledger that merely stops early belongs to the rank that died or hung.
+            failures.append(Failure(Oracle.LIVENESS if truncated else Oracle.CROSS_RANK, divergence))
+        elif case.model.recipe.reduce_amax:
+            text = scale_disagreement({r: results[r].meta_fingerprints for r in results})
+            if text:
+                failures.append(Failure(Oracle.CROSS_RANK, text))
+    if isolated:
+        for r in sorted(results):
+            alone = isolated.get(r)
+            if alone is not None:
+                failures += [Failure(Oracle.ISOLATION, line, rank=r) for line in compare_runs(results[r], alone)]
+    return failures
+
+
+def should_isolate(cfg, shared: GroupOutcome) -> bool:
+    """Isolation compares a working case with itself alone; a case whose communication already
+    failed has nothing to compare (its verdict stands on that failure)."""
+    return cfg.isolation and not shared.broken and not shared.communication_failed()
+
+
+def repro_argv(cfg, *, cases: str | None = None, case_file: str | None = None) -> list[str]:
+    """The ``python -m harness run`` argv that runs ``cases`` (names) or ``case_file`` the way
+    ``cfg`` did: same stack, launcher, world size, reuse, seed and every non-default setting."""
+    argv = ["python", "-m", "harness", "run", "--sut", cfg.sut, "--launcher", cfg.launcher.value,
+            "--world-size", str(cfg.world_size), "--reuse", cfg.reuse.text(), "--seed", str(cfg.seed)]
+    if cases is not None:
+        argv += ["--cases", cases]
+    if cfg.inject:
+        argv += ["--inject", cfg.inject]
+    if case_file:
+        argv += ["--case-file", case_file]
+    if cfg.deadline_s != type(cfg).__dataclass_fields__["deadline_s"].default:
+        argv += ["--deadline", f"{cfg.deadline_s:g}"]
+    if cfg.strict:
+        argv += ["--strict"]
+    if not cfg.isolation:
+        argv += ["--no-isolation"]
+    if not cfg.precheck:
+        argv += ["--no-precheck"]
+    if cfg.ub_link_gbps is not None:
+        # the modelled Userbuffers link changes when chunks arrive: part of what reproduces a failure
+        argv += ["--ub-link-gbps", repr(cfg.ub_link_gbps)]
+    return argv
+
+
+def repro_command_for(cfg, case, previous=None, failures=()) -> str:
+    """The command that reruns this case: alone, or after the case before it when the failure
+    depends on what that case left behind (isolation: the previous model's ids)."""
+    names = case.name
+    if previous is not None and any(f.oracle == Oracle.ISOLATION for f in failures):
+        names = f"{previous.name},{case.name}"
+    return " ".join(shlex.quote(a) for a in repro_argv(cfg, cases=names, case_file=cfg.case_file))
+
+
+def case_report(cfg, case, shared: GroupOutcome, failures: list, previous=None) -> CaseReport:
+    """The verdict of ``case``, with every rank's counters summed (or the largest, per field)."""
+    res = list(shared.results.values())
+    return verdict(
+        case.name, failures, reuse_events=sum(r.reuse_events for r in res),
+        reuse_misses=sum(r.reuse_misses for r in res),
+        repro=repro_command_for(cfg, case, previous, failures),
+        warnings=sorted({w for r in res for w in r.warnings}),
+        steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),
+        digest=group_digest(shared.results), duration_s=max([r.duration_s for r in res] or [0.0]),
+        artifacts=shared.artifacts)
+
+
+def skipped_report(cfg, case, reason: str) -> CaseReport:
+    """A case this run cannot run (the stack declines it, its ranks are on several hosts, ...)."""
+    return CaseReport(case.name, "skipped", detail=reason, repro=repro_command_for(cfg, case))
+
+
+class Recycle(enum.Enum):
+    """What a group needs after a case, before the next one."""
+
+    KEEP = "keep"                  # nothing: what the case left behind is what the next one meets
+    REGISTRIES = "registries"      # empty the stack's registries; the process group is sound
+    GROUP = "group"                # registries and a fresh process group, in the same processes
+    RESPAWN = "respawn"            # a rank died or hung: new processes
+
+
+def recycle_plan(shared: GroupOutcome, failures: list) -> Recycle:
+    """After a failure that leaves communication in doubt (cross-rank, liveness, error) the group
+    is recycled. Only prechecked mismatches (no gloo error, no dead or hung rank) leave the
+    process group itself sound; anything else reached gloo and needs a fresh one."""
+    if shared.broken:
+        return Recycle.RESPAWN
+    if not any(f.oracle in COMMUNICATION for f in failures):
+        return Recycle.KEEP
+    gloo_touched = bool(shared.failures) or any(
+        f.oracle in (Oracle.LIVENESS, Oracle.ERROR)
+        or (f.oracle == Oracle.CROSS_RANK and f.rank is not None and "CollectiveMismatch" not in f.detail)
+        for f in failures)
+    return Recycle.GROUP if gloo_touched else Recycle.REGISTRIES

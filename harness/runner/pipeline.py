@@ -1,0 +1,99 @@
+"""One case, checked the same way in every kind of session: run, isolated re-run, judge, verdict.
+
+:class:`CasePipeline` is the only place that sequence is written. What differs between the
+in-process runner, a controller with its rank group and an SPMD launch is how a case reaches
+the ranks and how their results come back; each is a :class:`Backend`:
+
+* :class:`harness.runner.inproc.InprocBackend` -- this process is the only rank;
+* :class:`harness.runner.controlled.GroupBackend` -- a controller sends the case to a persistent
+  group of worker processes and collects their results;
+* :class:`harness.runner.spmd.SpmdBackend` -- under torchrun or mpirun every rank runs the
+  pipeline; rank 0 (the *leader*) judges, and every decision the ranks must take together goes
+  through :meth:`Backend.agree`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from harness.errors import HarnessError
+from harness.oracles.findings import Failure, Oracle
+from harness.report.model import CaseReport
+from harness.runner.judge import (GroupOutcome, Recycle, case_report, judge, recycle_plan, should_isolate,
+                                  skipped_report)
+
+__harness_hidden__ = True
+
+
+class GroupLost(HarnessError):
+    """A rank of a group that cannot be replaced (an SPMD launch) stopped responding."""
+
+
+class Backend(Protocol):
+    leader: bool            # this process judges and reports (False only on SPMD ranks other than 0)
+    world_size: int
+
+    def run_shared(self, index: int, case) -> GroupOutcome:
+        """Run ``case`` on every rank, after whatever ran there before."""
+
+    def run_isolated(self, index: int, case) -> GroupOutcome:
+        """Run ``case`` alone, in a fresh process per rank (the isolation oracle's other half)."""
+
+    def agree(self, key: str, decide: Callable[[], str]) -> str:
+        """The leader calls ``decide``; every rank gets its answer."""
+
+    def recycle(self, plan: Recycle) -> None:
+        """Carry out ``plan`` (see :func:`harness.runner.judge.recycle_plan`) on every rank."""
+
+    def skip_reason(self, case) -> str | None:
+        """Why this run cannot run ``case`` at all (None: it can)."""
+
+    def close(self) -> None:
+        ...
+
+
+class CasePipeline:
+    """A session: cases one by one through a backend, each judged into a :class:`CaseReport`.
+
+    ``run(case)`` returns the report, or None on an SPMD rank that is not the leader.
+    """
+
+    def __init__(self, cfg, backend: Backend, events=None):
+        self.cfg = cfg
+        self.backend = backend
+        self.events = events
+        self.index = 0
+        self.previous = None       # the last case, while nothing since recycled the group
+
+    def run(self, case) -> CaseReport | None:
+        backend = self.backend
+        index = self.index
+        self.index += 1
+        reason = backend.skip_reason(case)
+        if reason:
+            return skipped_report(self.cfg, case, reason) if backend.leader else None
+        shared = backend.run_shared(index, case)
+        if self.events is not None and backend.leader:
+            self.events.case_ran(index, case, shared)
+        isolate = backend.agree(f"isolate/{index}", lambda: "yes" if should_isolate(self.cfg, shared) else "no")
+        isolated = None
+        if isolate == "yes":
+            iso = backend.run_isolated(index, case)
+            if iso.broken:
+                shared.failures.append(Failure(Oracle.ISOLATION, "the isolated run of this case broke its group:\n"
+                                               + "\n".join(f.line() for f in iso.failures)))
+                shared.broken = True
+            else:
+                shared.failures += iso.failures      # an isolated run that gave no result, say
+            isolated = iso.results
+        report = failures = None
+        if backend.leader:
+            failures = judge(case, shared, isolated, backend.world_size)
+            report = case_report(self.cfg, case, shared, failures, self.previous)
+        plan = Recycle(backend.agree(f"recycle/{index}", lambda: recycle_plan(shared, failures).value))
+        self.previous = case if plan is Recycle.KEEP else None    # a recycled group remembers nothing
+        backend.recycle(plan)
+        return report
+
+    def close(self) -> None:
+        self.backend.close()

@@ -1,0 +1,292 @@
+"""Run one case on this rank, with the per-rank oracles.
+
+For each of the case's models, four phases (each a function below):
+
+1. **build** -- the model, under the morgue's forcing window, counting the ids it took from dead
+   objects and checking that every forced reuse landed;
+2. **steps** -- forward, backward and optimizer step, each step's FP8 state compared with the
+   reference bit for bit and folded into the case digest;
+3. **death** -- destroy, park the reuse targets, collect; then the hygiene scan of registries
+   (stale ids) and of survivors (objects that outlived the model);
+4. at the case's end, **retention** (registries that grew and keep dead models' state alive)
+   and leftover threads.
+
+Collectives go through the ledger; the cross-rank and isolation oracles compare ledgers and
+digests afterwards, where every rank's result is at hand (:mod:`harness.runner.judge`). A bug
+in the stack never raises out of here: it becomes a failure of the case.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import sys
+import threading
+import time
+import traceback
+
+import torch
+
+from harness.case.data import initial_weights, step_grad_output, step_inputs, tp_shapes, tp_tensor
+from harness.case.spec import CaseSpec
+from harness.errors import DeadlineExceeded
+from harness.frames import user_traceback
+from harness.idreuse.morgue import ReusePolicy, forcing_window
+from harness.idreuse.tracker import collect, walk_model
+from harness.oracles.findings import Failure, Oracle
+from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
+from harness.oracles.reference import FINAL_FIELDS, compare_outputs, compare_states
+from harness.oracles.retention import growth, retained_state
+from harness.reference import expected_model
+from harness.runner.rank.result import RankResult, hash_state, meta_fingerprint
+from harness.runner.rank.state import RankState
+from harness.stacks.protocol import BuildContext, StepOutputs
+
+__harness_hidden__ = True
+
+THREAD_JOIN_S = 0.5   # what a thread the case started and is ending gets to finish
+
+
+@dataclasses.dataclass
+class _CaseRun:
+    """What the phases of one case share: the case, its result so far, timings, the digest."""
+
+    case: CaseSpec
+    state: RankState
+    result: RankResult
+    reuse: ReusePolicy
+    fault_hook: object
+    digest: "hashlib._Hash" = dataclasses.field(default_factory=hashlib.sha256)
+    phases: dict = dataclasses.field(default_factory=lambda: {"reference": 0.0, "hygiene": 0.0, "stack": 0.0})
+    retained: list = dataclasses.field(default_factory=lambda: [0, 0])
+
+    def timed(self, phase: str, started: float) -> None:
+        self.phases[phase] += time.perf_counter() - started
+
+    def fail(self, oracle: str, detail: str, **where) -> None:
+        self.result.failures.append(Failure(oracle, detail, rank=self.state.rank, **where))
+
+    def first_reference_failure(self) -> bool:
+        return not any(f.oracle == Oracle.REFERENCE for f in self.result.failures)
+
+
+def execute_case(case: CaseSpec, state: RankState, fault_hook=None) -> RankResult:
+    """Run ``case`` on this rank. Never raises for a bug in the stack: that becomes a failure."""
+    run = _CaseRun(case, state, RankResult(case=case.name, rank=state.rank),
+                   ReusePolicy.parse(case.reuse) if case.reuse else state.settings.reuse, fault_hook)
+    started = time.perf_counter()
+    checks_before = state.ledger.check_s
+    state.morgue.configure(run.reuse, state.rank)
+    if state.settings.reset_between_cases:
+        state.stack.reset()
+        state.registry_sizes.forget()
+    state.ledger.begin_case(case.name)
+    watch = getattr(state.ledger.precheck, "watch", None)     # (a fault's wrapper has none)
+    if watch is not None:
+        watch(state.stack)
+    sizes_before = state.registry_sizes.before_case(state.stack)
+    threads_before = set(threading.enumerate())
+    try:
+        for m in range(case.models):
+            built = _build(run, m)
+            _steps(run, built.model, m)
+            _death(run, built, m)
+    except Exception as exc:  # a crash of the stack under test is a result, not a harness error
+        run.fail(classify(exc), f"{type(exc).__name__}: {exc}\n{user_traceback(exc)}")
+    finally:
+        run.result.collectives = state.ledger.end_case()
+    _retention(run, sizes_before)
+    leftover = leftover_threads(threads_before)
+    if leftover:
+        run.fail(Oracle.LIVENESS, leftover)
+    result = run.result
+    result.digest = run.digest.hexdigest()[:32]
+    result.duration_s = time.perf_counter() - started
+    # Recording and prechecking collectives happens inside the stack's calls: move it out of "stack".
+    run.phases["ledger"] = state.ledger.check_s - checks_before
+    run.phases["stack"] -= run.phases["ledger"]
+    result.phase_s = {k: round(v, 6) for k, v in run.phases.items()}
+    gc.collect()
+    return result
+
+
+@dataclasses.dataclass
+class _Built:
+    """The one holder of a live model between its phases, so that death can drop every reference."""
+
+    model: object
+    targets: list
+    tracked: list
+
+
+def _build(run: _CaseRun, m: int) -> _Built:
+    """Phase 1: build model ``m``; count reuse events and forced reuses that did not land."""
+    state, result = run.state, run.result
+    t0 = time.perf_counter()
+    ctx = BuildContext(rank=state.rank, world_size=state.world, group=state.group, device=torch.device("cpu"),
+                       initial_weights=initial_weights(run.case, m, state.settings.seed),
+                       deadline_s=state.settings.deadline_s)
+    released_before = len(state.morgue.released_ids)
+    try:
+        with forcing_window():
+            model = state.stack.build(run.case.model, ctx)
+    except Exception:
+        # The build itself failed (an id-keyed hook fired inside it, say): the forced
+        # reuses it received cannot be verified on a model that does not exist; count them.
+        forced = len(state.morgue.released_ids) - released_before
+        result.reuse_events += forced
+        if forced:
+            result.reuse_examples.append(f"model {m}: {forced} forced reuse(s) before the build failed")
+        raise
+    result.models_built += 1
+    state.morgue.settle()
+    targets = state.stack.reuse_targets(model)
+    released = state.morgue.released_ids[released_before:]
+    if released:
+        # A forced reuse is a precondition of the id-reuse failures, not taken on trust.
+        landed = {id(t) for t in targets}
+        missed = [i for i in released if i not in landed]
+        result.reuse_misses += len(missed)
+        result.reuse_examples += [f"model {m}: released id {i:#x} was not taken by a new target" for i in missed[:2]]
+    model_objs = state.stack.model_objects(model) if hasattr(state.stack, "model_objects") else ()
+    tracked = walk_model(model, model_objs, targets)
+    del model_objs
+    events = state.graveyard.reuse_events(tracked)
+    result.reuse_events += len(events)
+    result.reuse_examples += [f"model {m}: {new} took the id of dead {old}" for new, old in events[:4]]
+    run.timed("stack", t0)
+    return _Built(model, targets, tracked)
+
+
+def _steps(run: _CaseRun, model, m: int) -> None:
+    """Phase 2: every step of model ``m``, its FP8 state compared with the reference."""
+    state, case, result = run.state, run.case, run.result
+    settings = state.settings
+    t0 = time.perf_counter()
+    reference = getattr(state.stack, "expected_model", expected_model)
+    expected = reference(case, settings.seed, state.world, state.rank, m) if settings.check_reference else None
+    run.timed("reference", t0)
+    snap = None
+    for t in range(case.steps):
+        state.ledger.progress()
+        if run.fault_hook is not None:
+            run.fault_hook(case, state.rank, m, t)
+        t0 = time.perf_counter()
+        x, dy = _step_data(case, state, m, t)
+        returned = StepOutputs.of(state.stack.forward_backward(model, x, dy)).named()
+        snap = state.stack.snapshot(model)
+        run.timed("stack", t0)
+        t0 = time.perf_counter()
+        hash_state(run.digest, snap)
+        if case.model.recipe.reduce_amax:
+            result.meta_fingerprints.append(meta_fingerprint(snap))
+        if expected is not None:
+            mismatch = compare_states(expected.steps[t], snap) or \
+                compare_outputs(expected.step_outputs(t), returned)
+            result.steps_compared += 1
+            if mismatch and run.first_reference_failure():
+                run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
+        run.timed("reference", t0)
+        t0 = time.perf_counter()
+        state.stack.optimizer_step(model)
+        run.timed("stack", t0)
+    final = state.stack.final_weights(model)
+    hash_state(run.digest, {k: dataclasses.replace(v, amax_history=torch.zeros(0), scale=torch.ones(()),
+                                                   scale_inv=torch.ones(())) for k, v in final.items()})
+    if expected is not None:
+        mismatch = compare_states(expected.final, final, FINAL_FIELDS)
+        if mismatch and run.first_reference_failure():
+            run.fail(Oracle.REFERENCE, f"after the last step: {mismatch}", step=case.steps, model=m)
+
+
+def _step_data(case: CaseSpec, state: RankState, m: int, t: int):
+    seed = state.settings.seed
+    if case.model.userbuffers:
+        shapes = tp_shapes(case, state.world)
+        x = tp_tensor(case, m, "x", t, state.rank, seed, shapes["x"], std=1.0)
+        dy = tp_tensor(case, m, "dy", t, state.rank, seed, shapes["dy"], std=0.01)
+        return x, dy
+    return step_inputs(case, m, t, state.rank, seed), step_grad_output(case, m, t, state.rank, seed)
+
+
+def _death(run: _CaseRun, built: _Built, m: int) -> None:
+    """Phase 3: destroy, park the reuse targets, drop every reference, collect; then hygiene."""
+    state = run.state
+    t0 = time.perf_counter()
+    state.stack.destroy(built.model)
+    if run.reuse.parks():
+        state.morgue.park(built.targets)
+    tracked = built.tracked
+    built.model = built.targets = built.tracked = None
+    collect()
+    parked = state.morgue.parked_ids()
+    dead = state.graveyard.bury(tracked, parked)
+    declared = state.stack.registries()
+    for line in (stale_ids(declared, dead) + undeclared_stale_ids(state.stack, declared, dead))[:8]:
+        run.fail(Oracle.HYGIENE, line, model=m)
+    for line in survivors(tracked, parked)[:8]:
+        run.fail(Oracle.HYGIENE, line, model=m)
+    count, nbytes = retained_state(tracked, parked)
+    run.retained[0] += count
+    run.retained[1] += nbytes
+    run.timed("hygiene", t0)
+
+
+def _retention(run: _CaseRun, sizes_before: dict) -> None:
+    """Phase 4: registries that grew during the case while its dead models' state stays alive."""
+    state, result = run.state, run.result
+    sizes_after = state.registry_sizes.after_case(state.stack)
+    grew = growth(sizes_before, sizes_after)
+    result.retention = {"growth": grew, "retained_tensors": run.retained[0], "retained_bytes": run.retained[1]}
+    if grew and run.retained[0]:
+        names = ", ".join(f"{k} +{v['entries']} entries (+{v['bytes']} B)" for k, v in grew.items())
+        line = (f"{run.retained[0]} tensors ({run.retained[1]} B) of this case's dead models stay alive; "
+                f"registries grew by: {names}")
+        if state.settings.strict:
+            run.fail(Oracle.RETENTION, line)
+        else:
+            result.warnings.append(line)
+
+
+def leftover_threads(before: set) -> str:
+    """Non-daemon threads the case started that are still running, with their stacks ("" if none).
+
+    A non-daemon thread keeps its process alive at exit: left behind by a case, it makes the
+    rank hang at shutdown, so it is a ``liveness`` failure. Threads that are finishing get a
+    short bounded join first; daemon threads (the harness's own, the comm overlap threads) are
+    not counted.
+    """
+    new = [t for t in threading.enumerate() if t not in before and not t.daemon and t.is_alive()]
+    end = time.monotonic() + THREAD_JOIN_S
+    for t in new:
+        t.join(timeout=max(0.0, end - time.monotonic()))
+    alive = [t for t in new if t.is_alive()]
+    if not alive:
+        return ""
+    frames = sys._current_frames()
+    lines = [f"the case left {len(alive)} non-daemon thread(s) running (a process with one cannot exit):"]
+    for t in alive:
+        lines.append(f"  thread {t.name!r} (ident {t.ident}), stack:")
+        frame = frames.get(t.ident)
+        if frame is not None:
+            lines += ["    " + line for line in "".join(traceback.format_stack(frame, limit=8)).rstrip().splitlines()]
+    return "\n".join(lines)
+
+
+def classify(exc: BaseException) -> str:
+    """The oracle an exception out of the stack's code stands for."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, DeadlineExceeded) or "Timed out" in text or "timed out" in text:
+        return Oracle.LIVENESS
+    if type(exc).__name__ == "CollectiveMismatch":
+        return Oracle.CROSS_RANK
+    if type(exc).__name__ == "PeerLeftCase":
+        return Oracle.ERROR          # the peer's own failure is the finding; this rank only saw it go
+    if type(exc).__name__ == "BufferIntegrityError":
+        return Oracle.BUFFER_INTEGRITY
+    if "Connection closed by peer" in text or "Connection reset" in text:
+        return Oracle.LIVENESS       # the peer process is gone (the precheck keeps mismatches out of gloo)
+    if "doesn't match" in text:
+        return Oracle.CROSS_RANK
+    return Oracle.ERROR

@@ -1,0 +1,65 @@
+"""What every rank needs to know about the run, sent to it once when it starts.
+
+Built by :meth:`harness.runner.config.RunConfig.rank_settings` (every default lives there);
+a controlled rank reads it from its group's run folder, an SPMD rank builds it from its own
+command line, and the zygote's children inherit it with the fork. Plain data only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from harness.idreuse.morgue import ReusePolicy
+
+__harness_hidden__ = True
+
+SETTINGS_FILE = "settings.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RankSettings:
+    sut: str
+    inject: str | None
+    world_size: int
+    seed: int
+    reuse: ReusePolicy
+    strict: bool
+    deadline_s: float              # every collective, buffer wait and precheck wait of a case
+    reset_between_cases: bool
+    check_reference: bool
+    precheck: bool                 # compare each collective's shape across ranks before issuing it
+    ub_link_gbps: float | None     # the modelled Userbuffers link (None: as fast as the copy)
+
+    def sut_options(self) -> dict | None:
+        return {"inject": self.inject} if self.inject else None
+
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["reuse"] = self.reuse.text()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RankSettings":
+        return cls(**dict(d, reuse=ReusePolicy.parse(d["reuse"])))
+
+    def write(self, folder: str) -> str:
+        path = os.path.join(folder, SETTINGS_FILE)
+        with open(path, "w") as fh:
+            json.dump(self.to_dict(), fh)
+        return path
+
+    @classmethod
+    def read(cls, folder: str) -> "RankSettings":
+        with open(os.path.join(folder, SETTINGS_FILE)) as fh:
+            return cls.from_dict(json.load(fh))
+
+    def apply_environment(self) -> None:
+        """The Userbuffers emulation reads its link model from the environment of the rank."""
+        from harness.comm.link import ENV_LINK_GBPS
+
+        if self.ub_link_gbps is None:
+            os.environ.pop(ENV_LINK_GBPS, None)
+        else:
+            os.environ[ENV_LINK_GBPS] = repr(self.ub_link_gbps)
