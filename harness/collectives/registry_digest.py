@@ -47,11 +47,31 @@ def entry_size(value: Any) -> int:
     return 1
 
 
+_SHAPE_CACHE: dict = {}
+_SHAPE_CACHE_LIMIT = 4096
+
+
+def _cached_shape(key: Any) -> str:
+    """:func:`key_shape`, remembered for tuple keys: the precheck takes every registry's summary
+    before every collective, and the same few nested keys (recipe, group) were most of its cost."""
+    if type(key) is not tuple:
+        return key_shape(key)
+    try:
+        return _SHAPE_CACHE[key]
+    except KeyError:
+        shape = _SHAPE_CACHE[key] = key_shape(key)
+        if len(_SHAPE_CACHE) > _SHAPE_CACHE_LIMIT:
+            _SHAPE_CACHE.clear()
+        return shape
+    except TypeError:                  # a tuple holding something unhashable
+        return key_shape(key)
+
+
 def _items(registry: Any) -> list[tuple[str, int]]:
     if isinstance(registry, dict):
-        return [(key_shape(k), entry_size(v)) for k, v in list(registry.items())]
+        return [(_cached_shape(k), entry_size(v)) for k, v in list(registry.items())]
     if isinstance(registry, (list, tuple, set, frozenset)):
-        return [(key_shape(v), entry_size(v)) for v in list(registry)]
+        return [(_cached_shape(v), entry_size(v)) for v in list(registry)]
     if hasattr(registry, "__dict__"):
         return [(name, entry_size(v)) for name, v in list(vars(registry).items())]
     return [(key_shape(registry), 1)]
