@@ -45,7 +45,8 @@ before any check saw it and whose id was not taken through the builtin ``id``), 
 that cannot be weakly referenced (plain ``list``, ``dict``, ``int``...), whose death cannot
 be seen without keeping them alive.
 
-The plugin imports only the standard library and pytest; the registries' modules are
+The plugin imports only the standard library, pytest and :mod:`harness.idreuse.containers` (whose
+registry walk the hygiene oracle shares; standard library only); the registries' modules are
 imported when the session starts collecting, never when the plugin is loaded.
 """
 
@@ -63,11 +64,10 @@ from typing import Any, Iterator, Optional
 
 import pytest
 
+from harness.idreuse.containers import registry_ints
+
 _INI_NAME = "sentinel_registries"
-_SEARCH_DEPTH = 4
-_MAX_INTS_PER_REGISTRY = 100_000
 _MAX_OBSERVED = 200_000
-_LOWEST_ADDRESS = 4096
 _MAX_REPORTED = 20
 _HINT = (
     "Prune the entry when the object dies (weakref.finalize(obj, registry.pop, key, None)), "
@@ -145,43 +145,6 @@ class RegistrySpec:
                     f"{owner} has no attribute {part!r} (sentinel registry {self.name}); check the spelling"
                 ) from None
         return target
-
-
-def _plausible_address(value: Any) -> bool:
-    return type(value) is int and value > _LOWEST_ADDRESS and value % 8 == 0 and value < 1 << 64
-
-
-def registry_ints(registry: Any) -> dict[int, str]:
-    """Address-like ints found in ``registry``, each with where it was found (``key``,
-    ``['fwd'] element``...)."""
-    found: dict[int, str] = {}
-    stack: list[tuple[Any, int, str]] = [(registry, 0, "")]
-    if not isinstance(registry, (dict, set, frozenset, list, tuple)) and hasattr(registry, "__dict__"):
-        stack = [(value, 1, f".{name}") for name, value in list(vars(registry).items())]
-    while stack and len(found) < _MAX_INTS_PER_REGISTRY:
-        container, depth, where = stack.pop()
-        for value, place in _entries(container, where):
-            if _plausible_address(value):
-                found.setdefault(value, place)
-            elif depth < _SEARCH_DEPTH and isinstance(value, (dict, set, frozenset, list, tuple)):
-                stack.append((value, depth + 1, place))
-    return found
-
-
-def _entries(container: Any, where: str) -> Iterator[tuple[Any, str]]:
-    for _ in range(3):  # another thread may resize it while it is copied
-        try:
-            if isinstance(container, dict):
-                items = list(container.items())
-                pairs = [(k, f"{where} key".strip()) for k, _ in items]
-                pairs += [(v, f"{where}[{_short_repr.repr(k)}]") for k, v in items]
-                return iter(pairs)
-            if isinstance(container, (set, frozenset, list, tuple)):
-                return iter([(v, f"{where} element".strip()) for v in list(container)])
-            return iter(())
-        except RuntimeError:
-            continue
-    return iter(())
 
 
 @dataclasses.dataclass(slots=True)

@@ -62,3 +62,12 @@ def test_the_reproducer_fails_the_same_way_on_a_modelled_link_and_its_repro_name
     assert case.outcome == "failed" and case.oracle == "liveness", case.detail
     assert "userbuffers 'qkv' ring all-gather: rank 1 waiting for chunk 0 from rank 0" in case.detail, case.detail
     assert "--ub-link-gbps 0.001" in case.repro, case.repro
+
+
+def test_a_consumer_that_reads_a_chunk_before_its_counter_says_so():
+    report = _run("tests.planted.skips_ub_wait:STACK", "natural", ["userbuffers/column", "userbuffers/row"])
+    for case in report.cases:
+        assert case.outcome == "failed" and case.oracle == "buffer-integrity", case.detail
+        assert "before its counter reached the expected value (counter " in case.detail, case.detail
+        assert "the consumer did not wait for the producer's signal" in case.detail, case.detail
+        assert "operation sequences have diverged" not in case.detail, case.detail

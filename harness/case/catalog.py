@@ -25,8 +25,15 @@ def _case(name, *, fmt="HYBRID", hist=16, algo="max", margin=0, dims=(16, 32, 16
     return CaseSpec(name=name, model=model, batch=batch, steps=steps, models=models, special=special, reuse=reuse)
 
 
-def builtin_cases() -> list[CaseSpec]:
-    """Every built-in case, in the order a run executes them."""
+def builtin_cases(world_size: int | None = None) -> list[CaseSpec]:
+    """Every built-in case a group of ``world_size`` ranks can run (None: every one), in the order a
+    run executes them: what ``./scripts/run`` runs with no ``--cases``.
+
+    Besides the recipes, special values and reproducers, it holds what makes a plain run test the
+    id-reuse path whatever ``--reuse`` says: cases that force reuse themselves
+    (:func:`forced_reuse_cases`) and the Userbuffers family (:func:`userbuffers_cases`, which
+    needs at least 2 ranks), last, so that the reproducers run on the ids they always met.
+    """
     cases = [
         # TE's default recipe (1.x): HYBRID, margin 0, history 1024, 'max', reduce_amax on.
         _case("delayed/te-default", hist=1024, steps=10),
@@ -70,12 +77,27 @@ def builtin_cases() -> list[CaseSpec]:
         _case("repro/reference", hist=16, models=2, steps=3, dims=(16, 16), data_parallel=False,
               construction="init_cast"),
     ]
+    cases += forced_reuse_cases()
+    if world_size is None or world_size >= 2:
+        cases += userbuffers_cases()
     return cases
 
 
+def forced_reuse_cases() -> list[CaseSpec]:
+    """Cases whose forced reuse is built in (``CaseSpec.reuse``): every model after the first takes
+    the ids of the weights of a model before it, on every rank (``symmetric``) or on rank 0 only
+    (``asymmetric``), whatever the run's ``--reuse``. Both constructions: ``init_cast`` (the
+    construction cast is all a new weight gets before its first step, so state keyed by a dead
+    weight's id meets it unmasked) and ``copy``. Three layers of one shape, so a weight taking
+    any dead weight's id takes one of its own shape, whatever ids earlier cases left parked.
+    """
+    return [_case(f"reuse/{construction.replace('_', '-')}-{mode}", dims=(16, 16, 16, 16), models=3, steps=3,
+                  construction=construction, reuse=mode)
+            for construction in ("init_cast", "copy") for mode in ("symmetric", "asymmetric")]
+
+
 def all_cases() -> list[CaseSpec]:
-    """The default run's cases plus those a selection must name: the Userbuffers family
-    (``--cases userbuffers``) and ``recipes/no-reduce-amax``.
+    """The default run's cases plus one a selection must name: ``recipes/no-reduce-amax``.
 
     ``recipes/no-reduce-amax`` passes alone or first in a process. After cases of other recipes
     it fails isolation on TE-like stacks, rightly: TE reduces every (recipe, group) key ever seen
@@ -84,7 +106,7 @@ def all_cases() -> list[CaseSpec]:
     which shares one process across every case, leaves it out.
     """
     extra = [_case("recipes/no-reduce-amax", reduce_amax=False)]
-    return builtin_cases() + userbuffers_cases() + extra
+    return builtin_cases() + extra
 
 
 def userbuffers_cases() -> list[CaseSpec]:
@@ -97,8 +119,8 @@ def userbuffers_cases() -> list[CaseSpec]:
     so the all-reduce waits for a peer that waits for a chunk that never comes; the report
     names the communicator, the operation, the chunk, the counter and both ranks (liveness).
 
-    These cases need a group of at least 2 ranks, and a deadline per case when they hang, so
-    a run without ``--cases`` leaves them out; ``--cases userbuffers`` selects them all.
+    These cases need a group of at least 2 ranks: a run of one rank leaves them out of its
+    default cases; ``--cases userbuffers`` selects them all.
     """
     out = []
     recipe = DelayedScalingRecipe(amax_history_len=16)

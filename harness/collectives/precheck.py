@@ -9,6 +9,12 @@ which aborts the process on a size mismatch and waits out its timeout on a kind 
 turns into a prompt cross-rank failure naming position k on every rank, and the group stays
 usable for the next case.
 
+With each signature a rank publishes a summary of its stack's registries (each one's keys'
+shapes and entries' sizes, :mod:`harness.collectives.registry_digest`); a peer whose registries
+differ at position k raises :class:`CollectiveMismatch` naming the registries, both collectives
+and the last position where they still agreed: a registry pruned or grown on one rank only is
+reported at the first collective after it happened, before any size mismatch it leads to.
+
 Call sites are deliberately not part of the precheck: an extra collective of the *same* shape
 passes it, pairs with the peer's next collective (what gloo and NCCL do), and corrupts data the
 way the real bug did; the reference oracle then sees the corruption and the ledger comparison
@@ -21,6 +27,7 @@ import datetime
 import json
 
 from harness.collectives.entry import describe, shape_signature
+from harness.collectives.registry_digest import registry_divergence, registry_summary
 from harness.errors import DeadlineExceeded, HarnessError
 
 _POINT_TO_POINT = ("send", "recv")
@@ -45,10 +52,18 @@ class CollectivePrecheck:
         self.rank = rank
         self.deadline_s = deadline_s
         self.prefix = None
+        self.registries = None     # the stack's registries() while a case runs (watch)
+        self.agreed = None         # (position, call sites) where the registries last agreed
         self.store.set_timeout(datetime.timedelta(seconds=deadline_s))
 
     def begin_case(self, token: str) -> None:
         self.prefix = f"pc/{token}/"
+        self.agreed = None
+
+    def watch(self, stack) -> None:
+        """Publish ``stack``'s registry summary with every collective (the case executor calls
+        this when a case starts)."""
+        self.registries = stack.registries
 
     def end_case(self, count: int, failed: bool = False) -> None:
         """``failed``: the case ended here on an exception, so a peer waiting at position ``count``
@@ -62,7 +77,9 @@ class CollectivePrecheck:
             return
         k = entry["seq"]
         mine = shape_signature(entry)
-        self.store.set(f"{self.prefix}{k}/{self.rank}", json.dumps({"sig": mine, "sites": entry["sites"][:4]}))
+        regs = registry_summary(self.registries()) if self.registries is not None else None
+        self.store.set(f"{self.prefix}{k}/{self.rank}",
+                       json.dumps({"sig": mine, "sites": entry["sites"][:4], "regs": regs}))
         for peer in entry["group"]:
             if peer == self.rank:
                 continue
@@ -80,7 +97,16 @@ class CollectivePrecheck:
                 raise CollectiveMismatch(
                     f"rank {self.rank} issues collective #{k} {describe(mine, entry['sites'][:4])}, but rank {peer} "
                     f"ended the case after {theirs['end']} collectives: rank {self.rank} has an extra collective")
+            diverged = registry_divergence(regs, theirs.get("regs"), self.rank, peer)
+            if diverged:
+                agreed = (f"they agreed at collective #{self.agreed[0]} at {' <- '.join(self.agreed[1]) or '?'}"
+                          if self.agreed else "they differ from the case's first collective on")
+                raise CollectiveMismatch(
+                    f"registries differ between ranks before collective #{k} ({agreed}):\n  "
+                    + "\n  ".join(diverged) + f"\n  rank {self.rank}: {describe(mine, entry['sites'][:4])}"
+                    f"\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}")
             if theirs["sig"] != mine:
                 raise CollectiveMismatch(
                     f"collective #{k} differs between ranks:\n  rank {self.rank}: "
                     f"{describe(mine, entry['sites'][:4])}\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}")
+        self.agreed = (k, entry["sites"][:4])

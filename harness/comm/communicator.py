@@ -51,7 +51,7 @@ import torch
 
 from harness.comm.decode import DecodeCache
 from harness.comm.flags import FlagRegion, check_memory_model, flag_region_bytes, wait_counter
-from harness.comm.integrity import HEADER_BYTES, ChunkHeader, IntegrityMode, clear_header
+from harness.comm.integrity import HEADER_BYTES, BufferIntegrityError, ChunkHeader, IntegrityMode, clear_header
 from harness.comm.link import LinkModel
 from harness.comm.segments import PAGE, Segment, segment_name
 from harness.errors import DeadlineExceeded, HarnessError, UsageError
@@ -168,6 +168,7 @@ class Communicator:
         self._seq = 0
         self._sent: dict[tuple[int, int], int] = {}
         self._recv: dict[tuple[int, int], int] = {}
+        self._read: dict[tuple[int, int], int] = {}
         self._released_for: set[int] = set()     # peers whose release this operation has waited for
         self._poisoned: str | None = None
         self._closed = False
@@ -389,6 +390,28 @@ class Communicator:
             raise HarnessError(describe(seen) + ": the counter is ahead, rank "
                                f"{src} wrote this slot more often than rank {self.rank} consumed it")
         self._recv[key] = expected
+
+    def check_arrived(self, src: int, slot: int, op: str, chunk: int) -> None:
+        """Before a consumer reads ``slot`` (written by rank ``src``): the read must follow a
+        :meth:`wait_data` that saw the write it is about to read, else raise
+        :class:`BufferIntegrityError` saying the chunk was read before its counter reached the
+        expected value. Reads and waits are counted apart, so a skipped wait is seen whether or
+        not the data happened to be there already. (In every integrity mode: it costs two dict
+        look-ups.)"""
+        key = (src, slot)
+        expected = self._read.get(key, 0) + 1
+        self._read[key] = expected
+        if self._recv.get(key, 0) >= expected:
+            return
+        seen = self.flags[self.rank].load(self._data_counter(src, slot))
+        state = ("it had not arrived" if seen < expected else
+                 "the counter has reached it since, but nothing waited for it")
+        problem = (f"read chunk {chunk} from rank {src} before its counter reached the expected value "
+                   f"(counter {seen}, expected {expected}; {state}): the consumer did not wait for the "
+                   f"producer's signal")
+        raise BufferIntegrityError(f"userbuffers {self.name!r} {op}: rank {self.rank} {problem}",
+                                   communicator=self.name, op=op, chunk=chunk, producer=src,
+                                   consumer=self.rank, problem=problem)
 
     def _where(self) -> str:
         return f"operation #{self._seq}, flags {self.flags[self.rank].segment.path}"

@@ -292,6 +292,8 @@ class _Ring:
         if chunk == self.rank and self.own_bytes is not None:
             data = self.own_bytes
         else:
+            if chunk != self.rank:            # (a staged own chunk was written here by this rank)
+                comm.check_arrived((self.rank - 1) % self.tp, chunk, RING_ALLGATHER, chunk)
             data = comm.slot(self.rank, chunk, self.nbytes)
             _verify(comm, op=RING_ALLGATHER, chunk=chunk, producer=chunk, consumer=self.rank, seq=self.seq,
                     header=comm.read_header(chunk), data=data, consumer_scale_inv=self.scale_inv, fmt=self.fmt,
@@ -407,6 +409,7 @@ def _receive_partial(comm: Communicator, src: int, seq: int, nbytes: int, op: st
     """Wait for rank ``src``'s partial of this rank's chunk (in slot ``src``) and verify it."""
     r = comm.rank
     comm.wait_data(src, src, op, r, cancel)
+    comm.check_arrived(src, src, op, r)
     data = comm.slot(r, src, nbytes)
     _verify(comm, op=op, chunk=r, producer=src, consumer=r, seq=seq, header=comm.read_header(src), data=data)
     return data.view(dtype).view(shape)
@@ -527,6 +530,7 @@ def bulk_allgather(
             if src == r:
                 continue
             comm.wait_data(src, src, op, src)
+            comm.check_arrived(src, src, op, src)
             data = comm.slot(r, src, nbytes)
             _verify(comm, op=op, chunk=src, producer=src, consumer=r, seq=seq, header=comm.read_header(src),
                     data=data, consumer_scale_inv=scale_inv, fmt=fmt, shadow=comm.shadow_view(src, seq, nbytes))

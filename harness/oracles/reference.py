@@ -1,4 +1,12 @@
-"""Reference equality: every role's meta and bytes equal the reference, bit for bit."""
+"""Reference equality: every role's meta and bytes, and what each step computed, equal the reference
+bit for bit.
+
+Two comparisons, both called by the case executor after every step: :func:`compare_states`
+(the FP8 state the stack's snapshot shows) and :func:`compare_outputs` (what ``forward_backward``
+returned: the output, the input gradient and the weight gradients). The second sees what the
+first cannot: a GEMM that used a wrong scale_inv or stale bytes changes its result but not the
+FP8 state it read.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +40,30 @@ def compare_states(expected: dict[str, RoleState], actual: dict[str, RoleState],
             mismatch = first_bit_mismatch(e, a, f"{key}.{field}")
             if mismatch is not None:
                 return str(mismatch)
+    return None
+
+
+OUTPUT_ORDER = ("output", "grad_input")   # then layer{i}.weight_grad, by layer
+
+
+def compare_outputs(expected: dict[str, torch.Tensor], returned: dict[str, torch.Tensor]) -> str | None:
+    """None when every tensor the stack returned equals the expected one bit for bit; else the first
+    difference: name, index, both values and both bit patterns.
+
+    ``expected``: :meth:`ExpectedModel.step_outputs`; ``returned``: :meth:`StepOutputs.named`. Only
+    names present in both are compared: a stack returns what it can (the output alone, say), and
+    a reference leaves out what it cannot reproduce bit for bit (GEMMs on tensor cores).
+    """
+    names = [n for n in OUTPUT_ORDER if n in expected] + sorted(n for n in expected if n not in OUTPUT_ORDER)
+    for name in names:
+        if name not in returned:
+            continue
+        e, a = expected[name], returned[name].detach()
+        if _same_bits(e, a):
+            continue
+        mismatch = first_bit_mismatch(e, a, name)
+        if mismatch is not None:
+            return str(mismatch)
     return None
 
 

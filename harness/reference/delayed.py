@@ -24,7 +24,9 @@ The schedule it follows (the patched design; docs/design.md, "Numerics")::
                     at the next autocast exit), keep scale_inv = 1/sW privately
 
 GEMMs: ``dequantize(a) @ dequantize(b).t()`` in fp32, the same expression the emulated stacks
-evaluate, so bit equality of outputs is meaningful on one machine.
+evaluate, so bit equality of outputs is meaningful on one machine: each step's output, input
+gradient and per-layer weight gradients are compared with what the stack's ``forward_backward``
+returns (:func:`harness.oracles.reference.compare_outputs`).
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
 
     steps: list[dict[str, RoleState]] = []
     outputs: list[torch.Tensor] = []
+    grad_inputs: list[torch.Tensor] = []
+    weight_grads: list[list[torch.Tensor]] = []
     for t in range(case.steps):
         saved = [[None] * n_layers for _ in ranks]
         casts = [[{} for _ in range(n_layers)] for _ in ranks]
@@ -108,6 +112,9 @@ def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                 g_hp = dequantize(qg, sinv_g, bwd_fmt)
                 wgrads[r][i] = torch.matmul(g_hp.t(), dequantize(qx, sinv_x, fwd_fmt))
                 g = torch.matmul(g_hp, dequantize(qw, sinv_w, fwd_fmt))
+            if r == rank:
+                grad_inputs.append(g.clone())
+                weight_grads.append([w.clone() for w in wgrads[r]])
         update(BWD_ROLES)
         steps.append({
             f"layer{i}.{role}": role_state(metas[rank][i][role], *casts[rank][i][role])
@@ -136,4 +143,4 @@ def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
         else:
             final[f"layer{i}.weight"] = RoleState(torch.zeros(0), torch.ones(()), torch.ones(()),
                                                  master[rank][i].clone(), None)
-    return ExpectedModel(steps, final, outputs)
+    return ExpectedModel(steps, final, outputs, grad_inputs, weight_grads)

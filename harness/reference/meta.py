@@ -58,11 +58,32 @@ def reduce_and_update(slots: list[list[Meta]], recipe, fmt, reduce_over_group: b
 
 @dataclasses.dataclass
 class ExpectedModel:
-    """Expected state of one model on one rank: ``steps[t][key]`` and ``final[key]``."""
+    """Expected state of one model on one rank: ``steps[t][key]`` and ``final[key]``.
+
+    What each step computes, where the reference knows it bit for bit: ``outputs[t]`` (the
+    last layer's output), ``grad_inputs[t]`` (the first layer's dgrad) and ``weight_grads[t][i]``
+    (layer ``i``'s own weight gradient, before the data-parallel sum). An empty list means
+    "not compared" (a stack whose GEMMs the reference cannot reproduce leaves them empty).
+    """
 
     steps: list[dict[str, RoleState]]
     final: dict[str, RoleState]
     outputs: list[torch.Tensor]
+    grad_inputs: list[torch.Tensor] = dataclasses.field(default_factory=list)
+    weight_grads: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
+
+    def step_outputs(self, step: int) -> dict[str, torch.Tensor]:
+        """Step ``step``'s expected tensors by the names ``StepOutputs.named`` gives them."""
+        out = {}
+        if step < len(self.outputs):
+            out["output"] = self.outputs[step]
+        if step < len(self.grad_inputs):
+            out["grad_input"] = self.grad_inputs[step]
+        if step < len(self.weight_grads):
+            for i, g in enumerate(self.weight_grads[step]):
+                if g is not None:
+                    out[f"layer{i}.weight_grad"] = g
+        return out
 
 
 def role_state(meta: Meta, fp8_bytes=None, fp8_scale_inv=None) -> RoleState:

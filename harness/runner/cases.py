@@ -29,8 +29,10 @@ def load_case_file(path: str) -> list[CaseSpec]:
     return [CaseSpec.from_dict(item) for item in items]
 
 
-def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=None) -> list[CaseSpec]:
-    """The cases a selection names, from a case file, the stack's catalogue or the built-in one."""
+def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=None,
+                  world_size: int | None = None) -> list[CaseSpec]:
+    """The cases a selection names, from a case file, the stack's catalogue or the built-in one
+    (without a selection: the built-in cases a group of ``world_size`` ranks can run)."""
     if case_file:
         cases = load_case_file(case_file)
     elif stack is not None and case_expr and hasattr(stack, "all_cases"):
@@ -38,9 +40,9 @@ def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=Non
     elif stack is not None and hasattr(stack, "builtin_cases"):
         cases = stack.builtin_cases()
     elif case_expr:
-        cases = all_cases()      # a selection may name the Userbuffers family too
+        cases = all_cases()      # a selection may name recipes/no-reduce-amax too
     else:
-        cases = builtin_cases()
+        cases = builtin_cases(world_size)
     if not cases:
         raise UsageError(f"--case-file {case_file!r} holds no case" if case_file else "no case to run")
     if case_expr and any(c.name == case_expr for c in cases):
@@ -75,7 +77,7 @@ def choose_cases(cfg, stack) -> tuple[CaseSpec, ...]:
     from harness.faults.inject import parse as parse_fault
 
     cases = fault_cases(cfg.world_size, cfg.case_expr) if cfg.faults else \
-        resolve_cases(cfg.case_expr, cfg.case_file, stack)
+        resolve_cases(cfg.case_expr, cfg.case_file, stack, cfg.world_size)
     for case in cases:
         if case.fault not in ("none", ""):
             parse_fault(case.fault)

@@ -5,11 +5,14 @@ FP8 state; the stack owns everything else. One step, in the order the harness ca
 
     stack.forward_backward(model, inputs, grad_output)  # forward under the stack's autocast,
                                                        # autocast exit (forward amax reduction),
-                                                       # backward (backward amax reduction)
+                                                       # backward (backward amax reduction);
+                                                       # returns what it computed (StepOutputs)
     stack.snapshot(model)                               # FP8 state, compared with the reference
     stack.optimizer_step(model)                         # gradient sync, SGD, FP8 weight re-cast
 
-Snapshot keys are ``"layer{i}.{role}"`` with role ``input``, ``weight`` or ``grad_output``.
+What ``forward_backward`` returns is compared with the reference bit for bit: a
+:class:`StepOutputs` (the output and the gradients), or, as before, the output tensor alone (then
+only the output is compared), or None (nothing is). Snapshot keys are ``"layer{i}.{role}"`` with role ``input``, ``weight`` or ``grad_output``.
 A stack that wants the harness to force id reuse allocates each object returned by
 :meth:`Stack.reuse_targets` through :func:`harness.idreuse.reuse_alloc` (``reuse_alloc(lambda:
 torch.empty(shape))``), or, where a library it calls does the allocating, calls
@@ -42,6 +45,43 @@ class BuildContext:
     deadline_s: float                         # the run's --deadline, for the stack's own waits (Userbuffers flags)
 
 
+@dataclasses.dataclass
+class StepOutputs:
+    """What one step computed on this rank, compared with the reference bit for bit after the step.
+
+    ``output``: the last layer's forward output; ``grad_input``: the gradient with respect to the
+    step's input (the first layer's dgrad); ``weight_grads``: this rank's own weight gradient per
+    layer, before any data-parallel sum (None for a layer without one). A field left None is not
+    compared.
+    """
+
+    output: Optional[torch.Tensor] = None
+    grad_input: Optional[torch.Tensor] = None
+    weight_grads: Optional[Sequence[Optional[torch.Tensor]]] = None
+
+    @classmethod
+    def of(cls, returned: Any) -> "StepOutputs":
+        """What ``forward_backward`` returned, as StepOutputs: a tensor is the output alone."""
+        if returned is None:
+            return cls()
+        if isinstance(returned, StepOutputs):
+            return returned
+        if isinstance(returned, torch.Tensor):
+            return cls(output=returned)
+        raise TypeError(f"forward_backward returned a {type(returned).__name__}; expected StepOutputs, "
+                        f"the output tensor or None")
+
+    def named(self) -> dict[str, torch.Tensor]:
+        """The returned tensors by name: ``output``, ``grad_input``, ``layer{i}.weight_grad``."""
+        out = {}
+        if self.output is not None:
+            out["output"] = self.output
+        if self.grad_input is not None:
+            out["grad_input"] = self.grad_input
+        for i, g in enumerate(self.weight_grads or ()):
+            if g is not None:
+                out[f"layer{i}.weight_grad"] = g
+        return out
 
 
 @runtime_checkable
@@ -53,8 +93,9 @@ class Stack(Protocol):
     def build(self, spec: ModelSpec, ctx: BuildContext) -> Any:
         """Build a model under the stack's model-init context (FP8 parameters when asked)."""
 
-    def forward_backward(self, model: Any, inputs: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
-        """Forward under autocast (recipe, group), autocast exit, backward; returns the output."""
+    def forward_backward(self, model: Any, inputs: torch.Tensor, grad_output: torch.Tensor) -> "StepOutputs | torch.Tensor | None":
+        """Forward under autocast (recipe, group), autocast exit, backward; returns what it computed:
+        :class:`StepOutputs`, or the output tensor alone (then only the output is compared)."""
 
     def snapshot(self, model: Any) -> Snapshot:
         """Every FP8 role's state, detached copies, keyed ``layer{i}.{role}``."""

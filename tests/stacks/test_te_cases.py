@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.case.catalog import builtin_cases as catalogue_cases
+from harness.case.catalog import userbuffers_cases
 from harness.errors import SetupError
 from harness.stacks.te import availability
 from harness.stacks.te import cases as te_cases
@@ -21,7 +22,9 @@ def test_catalogue_fits_te_gemm_shapes_and_keeps_names():
 
 def test_declined_cases_are_named_with_a_reason():
     declined = te_cases.declined_cases()
-    assert set(declined) == {"delayed/te-default-init-cast", "delayed/e5m2-h16", "repro/reference"}
+    assert set(declined) == {"delayed/te-default-init-cast", "delayed/e5m2-h16", "repro/reference",
+                             "reuse/init-cast-symmetric", "reuse/init-cast-asymmetric"} | \
+        {c.name for c in userbuffers_cases()}
     assert all(reason.startswith("--sut te") for reason in declined.values())
     kept = {c.name for c in te_cases.builtin_cases()}
     assert kept.isdisjoint(declined)

@@ -35,13 +35,13 @@ from harness.frames import user_traceback
 from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.tracker import collect, walk_model
 from harness.oracles.findings import Failure, Oracle
-from harness.oracles.hygiene import stale_ids, survivors
-from harness.oracles.reference import FINAL_FIELDS, compare_states
+from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
+from harness.oracles.reference import FINAL_FIELDS, compare_outputs, compare_states
 from harness.oracles.retention import growth, retained_state
 from harness.reference import expected_model
 from harness.runner.rank.result import RankResult, hash_state, meta_fingerprint
 from harness.runner.rank.state import RankState
-from harness.stacks.protocol import BuildContext
+from harness.stacks.protocol import BuildContext, StepOutputs
 
 __harness_hidden__ = True
 
@@ -82,6 +82,9 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None) -> RankResul
         state.stack.reset()
         state.registry_sizes.forget()
     state.ledger.begin_case(case.name)
+    watch = getattr(state.ledger.precheck, "watch", None)     # (a fault's wrapper has none)
+    if watch is not None:
+        watch(state.stack)
     sizes_before = state.registry_sizes.before_case(state.stack)
     threads_before = set(threading.enumerate())
     try:
@@ -171,7 +174,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
             run.fault_hook(case, state.rank, m, t)
         t0 = time.perf_counter()
         x, dy = _step_data(case, state, m, t)
-        state.stack.forward_backward(model, x, dy)
+        returned = StepOutputs.of(state.stack.forward_backward(model, x, dy)).named()
         snap = state.stack.snapshot(model)
         run.timed("stack", t0)
         t0 = time.perf_counter()
@@ -179,7 +182,8 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         if case.model.recipe.reduce_amax:
             result.meta_fingerprints.append(meta_fingerprint(snap))
         if expected is not None:
-            mismatch = compare_states(expected.steps[t], snap)
+            mismatch = compare_states(expected.steps[t], snap) or \
+                compare_outputs(expected.step_outputs(t), returned)
             result.steps_compared += 1
             if mismatch and run.first_reference_failure():
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
@@ -218,7 +222,8 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     collect()
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
-    for line in stale_ids(state.stack.registries(), dead)[:8]:
+    declared = state.stack.registries()
+    for line in (stale_ids(declared, dead) + undeclared_stale_ids(state.stack, declared, dead))[:8]:
         run.fail(Oracle.HYGIENE, line, model=m)
     for line in survivors(tracked, parked)[:8]:
         run.fail(Oracle.HYGIENE, line, model=m)

@@ -13,6 +13,7 @@ import torch
 from harness.stacks.data_parallel import sum_in_rank_order
 from harness.stacks.emulated.autocast import fp8_autocast, reduce_backward
 from harness.stacks.emulated.linear import Linear
+from harness.stacks.protocol import StepOutputs
 
 
 class Model:
@@ -24,7 +25,7 @@ class Model:
         self.data_parallel = data_parallel
         self.master = [l.weight.dequantize().clone() if l.fp8_weight else None for l in layers]
 
-    def forward_backward(self, x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    def forward_backward(self, x: torch.Tensor, dy: torch.Tensor) -> StepOutputs:
         with fp8_autocast(self.recipe, self.group):
             for layer in self.layers:
                 x = layer.forward(x)
@@ -33,7 +34,7 @@ class Model:
         for layer in reversed(self.layers):
             g = layer.backward(g)
         reduce_backward()
-        return out
+        return StepOutputs(output=out, grad_input=g, weight_grads=[layer.wgrad for layer in self.layers])
 
 
 def sync_gradients(model: Model) -> list[torch.Tensor]:

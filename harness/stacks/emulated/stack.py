@@ -16,7 +16,7 @@ from harness.stacks.emulated.autocast import fp8_model_init
 from harness.stacks.emulated.linear import Linear
 from harness.stacks.emulated.model import Model, sgd_step
 from harness.stacks.capabilities import Capabilities
-from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
+from harness.stacks.protocol import BuildContext, ModelSpec, RoleState, StepOutputs
 
 
 class EmulatedStack:
@@ -67,7 +67,7 @@ class EmulatedStack:
         return model
 
     # --- a step -----------------------------------------------------------------------------
-    def forward_backward(self, model: Model, inputs: torch.Tensor, grad_output: torch.Tensor) -> torch.Tensor:
+    def forward_backward(self, model: Model, inputs: torch.Tensor, grad_output: torch.Tensor) -> StepOutputs:
         return model.forward_backward(inputs, grad_output)
 
     def snapshot(self, model: Model) -> dict[str, RoleState]:

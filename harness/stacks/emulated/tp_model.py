@@ -32,6 +32,7 @@ from harness.stacks.emulated.autocast import AUTOCAST, fp8_autocast, fp8_model_i
 from harness.stacks.emulated.float8_param import Float8Param
 from harness.stacks.emulated.meta import Fp8Meta
 from harness.stacks.emulated.userbuffers import communicators
+from harness.stacks.protocol import StepOutputs
 
 
 def _fmt(dtype: torch.dtype) -> Fp8Format:
@@ -161,12 +162,12 @@ class TPModel:
         self.data_parallel = False
         self.master = None
 
-    def forward_backward(self, x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    def forward_backward(self, x: torch.Tensor, dy: torch.Tensor) -> StepOutputs:
         with fp8_autocast(self.recipe, self.group):
             out = self.layers[0].forward(x)
-        self.layers[0].backward(dy)
+        grad_input = self.layers[0].backward(dy)
         reduce_backward()
-        return out
+        return StepOutputs(output=out, grad_input=grad_input, weight_grads=[self.layers[0].wgrad])
 
 
 def build_tp_model(stack, spec, ctx) -> TPModel:

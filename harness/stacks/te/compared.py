@@ -14,7 +14,8 @@ delayed-scaling machinery must agree bit for bit, and is compared:
 * every ``layer{i}.weight`` at step 0 (before any optimizer step): amax history and scale, and
   with FP8 weights the FP8 bytes of the weight cast and the weight's private scale_inv.
 
-Not compared: the meta's scale_inv (TE 2.x keeps none in ``fp8_meta``: a scale_inv lives with
+Not compared: what ``forward_backward`` returns (the output, the input gradient, the weight
+gradients: every one a GEMM result, so the expectation leaves them out), the meta's scale_inv (TE 2.x keeps none in ``fp8_meta``: a scale_inv lives with
 each FP8 tensor), the FP8 bytes of input and grad_output casts (TE casts them inside its
 layers and does not keep them where the adapter could read them), everything listed above as
 downstream of a GEMM, and the final weights. The snapshot still carries every role's history

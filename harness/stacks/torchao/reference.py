@@ -72,6 +72,7 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
     synced = spec.data_parallel and world_size > 1
     steps: list[dict[str, RoleState]] = []
     outputs: list[torch.Tensor] = []
+    weight_grads: list[list[torch.Tensor]] = []
     for t in range(case.steps):
         wgrads = [[None] * n_layers for _ in ranks]
         for r in ranks:
@@ -100,6 +101,7 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
                 g = grad_input
             if r == rank:
                 steps.append(states)
+                weight_grads.append(list(wgrads[r]))
         for r in ranks:
             for i in range(n_layers):
                 if synced:
@@ -112,4 +114,4 @@ def expected_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, mo
     final = {f"layer{i}.weight": RoleState(torch.zeros(0), torch.ones(()), torch.ones(()),
                                            weights[rank][i].clone(), None)
              for i in range(n_layers)}
-    return ExpectedModel(steps, final, outputs)
+    return ExpectedModel(steps, final, outputs, weight_grads=weight_grads)

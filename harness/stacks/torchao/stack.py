@@ -6,7 +6,8 @@ torchao is imported there, and its absence is a :class:`SetupError` (exit 2, one
 One step, as the harness calls it::
 
     forward_backward  output = model(x); output.backward(grad_output), with torchao's cast
-                      function wrapped for the duration (harness.stacks.torchao.capture)
+                      function wrapped for the duration (harness.stacks.torchao.capture);
+                      returns the output and each layer's weight gradient (compared bit for bit)
     snapshot          the step's casts, six per layer (three roles, three repeats)
     optimizer_step    gradient all-gather and rank-order sum (data-parallel), SGD written in place
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import warnings
 
 from harness.errors import SetupError, UsageError
-from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
+from harness.stacks.protocol import BuildContext, ModelSpec, RoleState, StepOutputs
 from harness.stacks.torchao import capture as _capture
 from harness.stacks.torchao import cases as _cases
 from harness.stacks.torchao import id_hook
@@ -61,7 +62,11 @@ class TorchaoStack:
             output = model.module(inputs)
             output.backward(grad_output)
         recorder.end_step()
-        return output.detach()
+        # The input needs no gradient, so there is no grad_input; each layer's weight gradient
+        # is this rank's own until optimizer_step sums them.
+        grads = [layer.weight.grad for layer in model.module]
+        return StepOutputs(output=output.detach(),
+                           weight_grads=[None if g is None else g.detach() for g in grads])
 
     def snapshot(self, model) -> dict[str, RoleState]:
         return {key: RoleState(s.amax_history.clone(), s.scale.clone(), s.scale_inv.clone(), s.fp8_bytes.clone(),

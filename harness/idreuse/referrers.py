@@ -1,0 +1,161 @@
+"""Why an object is still alive: the chain of references from a root to it.
+
+The hygiene oracle calls :func:`referrer_chain` for each model object that outlived its model.
+It searches backwards through ``gc.get_referrers``, breadth first, until it reaches a root: a
+module's globals (``package.module.NAME``) or a class attribute (``package.module.Class.attr``).
+The chain is written root first, containers folded into the path and every other object named by
+its type::
+
+    tests.planted.keeps_model.LAST_MODEL -> Model
+    harness.stacks.x.CACHE['w'] -> Holder.model -> Model
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import gc
+import sys
+import types
+from typing import Any
+
+MAX_DEPTH = 12
+MAX_NODES = 5000
+
+
+def _module_dicts() -> dict[int, str]:
+    return {id(vars(m)): name for name, m in list(sys.modules.items()) if isinstance(m, types.ModuleType)}
+
+
+def _key_text(key: Any) -> str:
+    text = repr(key)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _edge(parent: Any, child: Any) -> str:
+    """How ``parent`` refers to ``child``: ``.attr``, ``[key]``, ``[i]``, `` element``..."""
+    if isinstance(parent, dict):
+        for k, v in list(parent.items()):
+            if v is child:
+                return f"[{_key_text(k)}]"
+            if k is child:
+                return " key"
+        return "[?]"
+    if isinstance(parent, (list, tuple)):
+        for i, v in enumerate(parent):
+            if v is child:
+                return f"[{i}]"
+        return "[?]"
+    if isinstance(parent, (set, frozenset)):
+        return " element"
+    if isinstance(parent, types.CellType):
+        return ""
+    if isinstance(parent, types.FunctionType):
+        if child is parent.__closure__:
+            return ""                               # the next hop names the variable
+        for attr in ("__defaults__", "__kwdefaults__", "__globals__", "__dict__"):
+            if getattr(parent, attr, None) is child:
+                return f".{attr}"
+        return "[?]"
+    if hasattr(parent, "__dict__") and vars(parent) is child:
+        return ""                                   # the instance dict: the next hop names the attribute
+    try:
+        for attr, v in vars(parent).items():
+            if v is child:
+                return f".{attr}"
+    except TypeError:
+        pass
+    for attr in getattr(type(parent), "__slots__", ()):
+        if getattr(parent, attr, None) is child:
+            return f".{attr}"
+    return " -> ?"
+
+
+def _is_container(obj: Any) -> bool:
+    return isinstance(obj, (dict, list, tuple, set, frozenset, types.CellType))
+
+
+def _namespace(obj: Any) -> dict | None:
+    """The dict holding ``obj``'s attributes (a class's namespace, an instance's ``__dict__``)."""
+    if isinstance(obj, type):
+        inner = gc.get_referents(obj.__dict__)       # a mappingproxy refers to the real dict only
+        return inner[0] if inner and isinstance(inner[0], dict) else None
+    try:
+        return object.__getattribute__(obj, "__dict__") if not isinstance(obj, (dict, list, tuple)) else None
+    except AttributeError:
+        return None
+
+
+def _render(root: str, owner: Any, pairs: list, target: Any) -> str:
+    """``owner``: the object the root names (a module or class namespace holder, or None);
+    ``pairs``: ``(parent, child)`` from what the root refers to down to ``target``."""
+    text, prev = root, owner
+    for parent, child in pairs:
+        if isinstance(parent, dict) and prev is not None and _namespace(prev) is parent:
+            key = next((k for k, v in parent.items() if v is child), "?")
+            text += f".{key}"
+        elif isinstance(prev, types.FunctionType) and parent is prev.__closure__:
+            index = next((i for i, cell in enumerate(parent) if cell is child), None)
+            names = prev.__code__.co_freevars
+            text += f".<closure {names[index]}>" if index is not None and index < len(names) else "[?]"
+        else:
+            text += _edge(parent, child)
+        if child is not target and not _is_container(child) and not isinstance(child, types.FunctionType) \
+                and _namespace(parent) is not child:
+            text += f" -> {type(child).__name__}"
+        prev = parent
+    return f"{text} -> {type(target).__name__}"
+
+
+def referrer_chain(obj: Any, ignore: tuple = ()) -> str | None:
+    """The shortest chain from a module global or class attribute to ``obj``, or None when none
+    is found within :data:`MAX_DEPTH` steps (a local variable of a running function, since
+    Python 3.11 frames are not seen by the collector, or a reference held by C code).
+
+    ``ignore``: objects the caller holds ``obj`` through (its own lists), not part of any chain.
+    One heap scan per step (``gc.get_referrers`` of the whole frontier at once).
+    """
+    modules = _module_dicts()
+    toward: dict[int, Any] = {}          # id(node) -> the node it refers to (one step closer to obj)
+    nodes: dict[int, Any] = {id(obj): obj}
+    frontier = [obj]
+    skip = {id(toward), id(nodes), id(ignore), id(sys._getframe())} | {id(o) for o in ignore}
+    for _ in range(MAX_DEPTH):
+        skip.add(id(frontier))
+        by_id = {id(n): n for n in frontier}
+        referrers = gc.get_referrers(*frontier)
+        skip.add(id(referrers))
+        next_frontier: list = []
+        for ref in referrers:
+            if id(ref) in skip or id(ref) in nodes or isinstance(ref, types.FrameType):
+                continue
+            node = next((by_id[id(r)] for r in gc.get_referents(ref) if id(r) in by_id), None)
+            if node is None:
+                continue
+            if id(ref) in modules:
+                key = next((k for k, v in ref.items() if v is node), "?")
+                return _render(f"{modules[id(ref)]}.{key}", None, _path(node, toward), obj)
+            if isinstance(ref, type):
+                if _namespace(ref) is node:   # a class attribute: the class is the root
+                    return _render(f"{ref.__module__}.{ref.__qualname__}", ref, _path(node, toward), obj)
+                continue
+            nodes[id(ref)] = ref
+            toward[id(ref)] = node
+            next_frontier.append(ref)
+        del referrers, by_id
+        frontier = next_frontier[:MAX_NODES]
+        if not frontier:
+            break
+    return None
+
+
+def _path(start: Any, toward: dict) -> list:
+    """``(parent, child)`` pairs from ``start`` (what the root refers to) down to the target."""
+    if id(start) not in toward:
+        return []
+    pairs, node = [], start
+    while id(node) in toward:
+        child = toward[id(node)]
+        pairs.append((node, child))
+        node = child
+    return pairs
