@@ -102,12 +102,18 @@ def fit_shapes(case: CaseSpec) -> CaseSpec:
     return dataclasses.replace(case, batch=batch, model=dataclasses.replace(case.model, dims=dims))
 
 
+def _linear_cases() -> list[CaseSpec]:
+    """The catalogue's cases of ``te.Linear`` layers: every built-in case but the emulated
+    Userbuffers family, whose TE counterpart (:mod:`.ub_cases`) has shapes of its own."""
+    return [case for case in catalogue_cases() if not case.model.userbuffers]
+
+
 def declined_cases() -> dict[str, str]:
     """Catalogue case name -> why ``--sut te`` leaves it out (Userbuffers: ``ub_cases.declined_cases``)."""
-    return {case.name: reason for case in catalogue_cases()
-            if (reason := decline_reason(case.model)) is not None}
+    return {case.name: reason for case in _linear_cases() if (reason := decline_reason(case.model)) is not None}
 
 
 def builtin_cases() -> list[CaseSpec]:
-    """The cases ``--sut te`` runs: the catalogue less what it declines, shapes fitted to TE."""
-    return [fit_shapes(case) for case in catalogue_cases() if decline_reason(case.model) is None]
+    """The cases ``--sut te`` runs: the catalogue less what it declines, shapes fitted to TE. The
+    Userbuffers family (two GPUs at least) is chosen with ``--cases userbuffers``."""
+    return [fit_shapes(case) for case in _linear_cases() if decline_reason(case.model) is None]
