@@ -18,6 +18,7 @@ class Oracle(str, enum.Enum):
     ISOLATION = "isolation"
     HYGIENE = "hygiene"
     RETENTION = "retention"
+    EXERCISED = "exercised"      # under --strict: a case that needs id reuse and got none
     ERROR = "error"
 
     # Members are their names in every text (f-strings, str(), JSON), as they were as plain strings.

@@ -17,6 +17,7 @@ import enum
 import shlex
 
 from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_disagreement
+from harness.oracles.exercised import not_exercised
 from harness.oracles.findings import COMMUNICATION, Failure, Oracle
 from harness.oracles.isolation import compare_runs
 from harness.report.model import CaseReport, group_digest, skipped, verdict
@@ -106,16 +107,31 @@ def repro_command_for(cfg, case, previous=None, failures=()) -> str:
 
 
 def case_report(cfg, case, shared: GroupOutcome, failures: list, previous=None) -> CaseReport:
-    """The verdict of ``case``, with every rank's counters summed (or the largest, per field)."""
+    """The verdict of ``case``, with every rank's counters summed (or the largest, per field).
+
+    A passing case that needed id reuse and got none (:func:`~harness.oracles.exercised.not_exercised`)
+    is ``skipped`` with that reason, its counters kept: its pass says nothing of the id-reuse
+    path. Under ``--strict`` it fails instead (oracle ``exercised``)."""
     res = list(shared.results.values())
-    return verdict(
-        case.name, failures, reuse_events=sum(r.reuse_events for r in res),
-        reuse_misses=sum(r.reuse_misses for r in res),
-        repro=repro_command_for(cfg, case, previous, failures),
-        warnings=sorted({w for r in res for w in r.warnings}),
-        steps_compared=sum(r.steps_compared for r in res), models_built=max([r.models_built for r in res] or [0]),
-        digest=group_digest(shared.results), duration_s=max([r.duration_s for r in res] or [0.0]),
-        artifacts=shared.artifacts)
+
+    def report(findings: list) -> CaseReport:
+        return verdict(
+            case.name, findings, reuse_events=sum(r.reuse_events for r in res),
+            reuse_misses=sum(r.reuse_misses for r in res),
+            repro=repro_command_for(cfg, case, previous, findings),
+            warnings=sorted({w for r in res for w in r.warnings}),
+            steps_compared=sum(r.steps_compared for r in res),
+            models_built=max([r.models_built for r in res] or [0]),
+            digest=group_digest(shared.results), duration_s=max([r.duration_s for r in res] or [0.0]),
+            artifacts=shared.artifacts)
+
+    first = report(failures)
+    reason = not_exercised(case, cfg.reuse, first.outcome, first.reuse_events, first.reuse_misses)
+    if reason is None:
+        return first
+    if cfg.strict:
+        return report(failures + [Failure(Oracle.EXERCISED, reason)])
+    return dataclasses.replace(first, outcome="skipped", skip_reason=reason)
 
 
 def skipped_report(cfg, case, reason: str) -> CaseReport:

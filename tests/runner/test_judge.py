@@ -186,3 +186,19 @@ def test_a_case_the_stack_declines_is_skipped_with_the_stacks_reason_and_never_s
     report = CasePipeline(RunConfig(), backend).run(declined)
     assert report.outcome == "skipped" and backend.calls == []
     assert report.skip_reason.startswith("emulated-patched declines this case: scaling='tensorwise'")
+
+
+def test_a_case_that_needed_reuse_and_got_none_is_skipped_or_under_strict_fails():
+    quiet = GroupOutcome({0: result(0, [], reuse_events=0), 1: result(1, [], reuse_events=0)}, [])
+    report = case_report(RunConfig(reuse="symmetric"), CASE, quiet, [])
+    assert report.outcome == "skipped" and report.skip_reason.startswith("not exercised: the run forces --reuse")
+    assert report.steps_compared == 0 and report.repro
+    strict = case_report(RunConfig(reuse="symmetric", strict=True), CASE, quiet, [])
+    assert strict.outcome == "failed" and strict.oracle == "exercised"
+    # Reuse seen, or nothing forced: the pass stands.
+    busy = GroupOutcome({0: result(0, [], reuse_events=3), 1: result(1, [], reuse_events=0)}, [])
+    assert case_report(RunConfig(reuse="symmetric"), CASE, busy, []).outcome == "passed"
+    assert case_report(RunConfig(), CASE, quiet, []).outcome == "passed"
+    # A failure stands whatever reuse it saw.
+    failing = case_report(RunConfig(reuse="symmetric"), CASE, quiet, [Failure(Oracle.HYGIENE, "stale", rank=0)])
+    assert failing.outcome == "failed" and failing.oracle == "hygiene"
