@@ -20,7 +20,7 @@ LAYERS = [
     ("base", ["harness.errors", "harness.frames"]),
     ("numerics", ["harness.fp8"]),
     ("cases", ["harness.case"]),
-    ("mechanisms", ["harness.idreuse", "harness.collectives", "harness.comm"]),
+    ("mechanisms", ["harness.idreuse", "harness.collectives", "harness.comm", "harness.hangs"]),
     ("reference", ["harness.reference"]),
     ("stacks", ["harness.stacks"]),
     ("oracles", ["harness.oracles"]),

@@ -118,7 +118,7 @@ def hang_failures(world: int, dead: dict, missing: list, stalled: dict, ledgers:
     """The failures of a case in which ranks died (``dead``: rank -> how) or did not answer
     (``missing``; ``stalled``: rank -> what its watchdog said): one per rank, the first divergent
     collective if the ledgers show one, and every rank's last collective and Python stacks, with
-    its ``diagnostics`` (rank -> text: :func:`harness.comm.hang_report.collect`) when given."""
+    its ``diagnostics`` (rank -> text: :func:`harness.hangs.report.collect`) when given."""
     failures = [Failure(Oracle.LIVENESS, f"rank {rank} died while running the case: {why}", rank=rank)
                 for rank, why in sorted(dead.items())]
     for rank in missing:

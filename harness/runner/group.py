@@ -94,9 +94,9 @@ class RankGroup:
             "HARNESS_RUN_DIR": self.run_dir, "HARNESS_SHM_PREFIX": self.shm_prefix,
             "PYTHONUNBUFFERED": "1", "HARNESS_STORE_PORT": str(self.store.port),
         })
-        from harness.comm import flight_recorder
+        from harness.hangs import flight_recorder
 
-        env.update(flight_recorder.environment(env=env))   # read by a hang report (harness/comm/hang_report.py)
+        env.update(flight_recorder.environment(env=env))   # read by a hang report (harness/hangs/report.py)
         self.procs = launcher.start(self.world, env, self.run_dir)
         threading.Thread(target=self._accept_loop, daemon=True, name="harness-accept").start()
         ready: set[int] = set()
@@ -192,7 +192,7 @@ class RankGroup:
         if not wait.dead and not missing:
             return GroupOutcome(wait.results, [])
         # Something died or hung: stacks and diagnostics from every live rank, the ledgers, then the report.
-        from harness.comm import hang_report
+        from harness.hangs import report as hang_report
 
         request = hang_report.request(self.run_dir)      # the ranks answer while their stacks are dumped
         stacks = self.files.dump_stacks(self.pids, offsets, gone=self._pid_gone)

@@ -56,7 +56,7 @@ class Worker:
         state = self.state
         self.conn = Client(env["HARNESS_CONTROLLER"], family="AF_UNIX", authkey=bytes.fromhex(env["HARNESS_AUTHKEY"]))
         self.send(msg.Hello(rank=self.rank, world_size=self.world, pid=os.getpid(), host=host_name()))
-        from harness.comm import hang_report
+        from harness.hangs import report as hang_report
 
         answered = hang_report.ServeState()
         self.watchdog = Watchdog(state.settings.deadline_s,

@@ -6,7 +6,7 @@ watchdog calls ``on_stall(idle_s, case)``: a controlled rank tells its controlle
 dumps its own stacks into the store for rank 0 to report. With ``controller_pid`` set the
 watchdog also ends the rank when that process is gone, so no rank outlives its controller.
 ``on_round()``, when given, runs at the end of every round (a controlled rank answers the
-controller's request for its diagnostics there: :mod:`harness.comm.hang_report`).
+controller's request for its diagnostics there: :mod:`harness.hangs.report`).
 """
 
 from __future__ import annotations

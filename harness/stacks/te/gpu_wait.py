@@ -12,7 +12,7 @@ how often the event is asked, growing from 10 us to 2 ms.
 When the deadline passes, :class:`GpuStalled` (a :class:`~harness.errors.DeadlineExceeded`,
 so the case fails with ``liveness``) says which Userbuffers exchange is in progress and which
 chunk of which rank it waits for (:mod:`.ub_progress`), and the rank's last collectives from
-PyTorch's flight recorder (:mod:`harness.comm.flight_recorder`) with their state (which one
+PyTorch's flight recorder (:mod:`harness.hangs.flight_recorder`) with their state (which one
 the GPU still waits on). The recorder is read without the collectives' Python frames: torch
 symbolizes them on first use in seconds, and the rank must answer before its watchdog reports
 it stalled (2 s after the deadline); the ledger comparison after the case names every
@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from harness.comm import flight_recorder
+from harness.hangs import flight_recorder
 from harness.errors import DeadlineExceeded
 
 FIRST_PAUSE_S = 1e-5

@@ -81,7 +81,7 @@ class TEStack:
         """TE's fusible ops and Userbuffers, imported at the first Userbuffers model; the progress
         record is installed on TE's fused modules then (:mod:`.ub_progress`)."""
         if self._ub_mods is None:
-            from harness.comm import hang_report
+            from harness.hangs import report as hang_report
 
             mods = availability.ub_modules()
             ub_progress.install(mods.fused, lambda comm: self._ub.name_of(mods.base, comm))

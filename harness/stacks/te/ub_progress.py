@@ -24,7 +24,7 @@ with more it names the chunks in the order they come.
 Who calls what: the stack installs :func:`install` on TE's two fused modules once, sets what is
 running with :meth:`UbProgress.at` around each forward and backward, and asks
 :meth:`UbProgress.pending` when a wait for the GPU ran out (:mod:`.gpu_wait`); the hang report
-(:mod:`harness.comm.hang_report`) asks the same from the rank's watchdog thread.
+(:mod:`harness.hangs.report`) asks the same from the rank's watchdog thread.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from harness.comm import hang_report, native_stacks
+from harness.hangs import report as hang_report, native_stacks
 
 
 def _tool(folder, name: str, body: str) -> str:

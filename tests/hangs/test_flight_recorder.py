@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from harness.comm import flight_recorder
+from harness.hangs import flight_recorder
 from harness.comm.spawn import run_ranks
-from tests.comm.fr_rank_workers import unmatched_all_reduce_rank
+from tests.hangs.fr_rank_workers import unmatched_all_reduce_rank
 
 
 def test_environment_turns_the_recorder_on_unless_the_user_chose_a_size():
@@ -26,7 +26,7 @@ def test_a_gloo_rank_dumps_its_collectives_with_the_pending_one_and_its_frames(t
     assert not flight_recorder.finished(entries[2])
     text = rank0["text"]
     assert "gloo flight recorder: last 3 of 3 collectives" in text, text
-    assert "#3 gloo:all_reduce Float[5] in default_pg: scheduled at tests/comm/fr_rank_workers.py" in text, text
+    assert "#3 gloo:all_reduce Float[5] in default_pg: scheduled at tests/hangs/fr_rank_workers.py" in text, text
     assert "not completed:" in text and "(the oldest: #" in text, text
     assert [e["profiling_name"] for e in rank1["dump"]["gloo"]["entries"]] == ["gloo:all_reduce", "gloo:all_gather"]
 

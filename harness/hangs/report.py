@@ -13,7 +13,7 @@ so the controller asks and the rank's watchdog thread answers::
             -> {rank: text}: flight recorder, progress, Userbuffers timeout lines, native stacks
 
 The second answer can take seconds (torch symbolizes frames on first use, see
-:func:`harness.comm.flight_recorder.dump`); the controller waits for it a bounded time and
+:func:`harness.hangs.flight_recorder.dump`); the controller waits for it a bounded time and
 otherwise reports the first.
 
 A stack adds its progress record with :func:`register_progress` (``--sut te`` lists the
@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 
-from harness.comm import flight_recorder, native_stacks
+from harness.hangs import flight_recorder, native_stacks
 
 REQUEST_FILE = "diagnostics-request"
 PROVIDER_TIMEOUT_S = 2.0

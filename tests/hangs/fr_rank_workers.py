@@ -14,7 +14,7 @@ def unmatched_all_reduce_rank(rank: int, world_size: int, *, store_path: str) ->
     import torch
     import torch.distributed as dist
 
-    from harness.comm import flight_recorder
+    from harness.hangs import flight_recorder
 
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=20))
