@@ -27,7 +27,12 @@ __harness_hidden__ = True
 
 
 class GroupLost(HarnessError):
-    """A rank of a group that cannot be replaced (an SPMD launch) stopped responding."""
+    """A rank of a group that cannot be replaced (an SPMD launch) stopped responding.
+
+    ``report`` is the report of the case that lost it (None on a rank that does not judge):
+    the run ends, but that case is a result like any other and is written with the rest."""
+
+    report: CaseReport | None = None
 
 
 class Backend(Protocol):
@@ -95,7 +100,11 @@ class CasePipeline:
             report = case_report(self.cfg, case, shared, failures, self.previous)
         plan = Recycle(backend.agree(f"recycle/{index}", lambda: recycle_plan(shared, failures).value))
         self.previous = case if plan is Recycle.KEEP else None    # a recycled group remembers nothing
-        backend.recycle(plan)
+        try:
+            backend.recycle(plan)
+        except GroupLost as exc:
+            exc.report = report
+            raise
         return report
 
     def close(self) -> None:

@@ -63,6 +63,7 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
     ended and the report keeps every finished case, ``interrupted`` saying why."""
     launcher = spmd.launcher if spmd is not None else cfg.launcher.value
     report = RunReport(cfg.sut, launcher, cfg.world_size, cfg.seed, cfg.reuse.text())
+    leader = spmd is None or spmd.rank == 0     # only rank 0 of an SPMD launch writes the reports
     with interruptible():
         session = None
         try:
@@ -75,6 +76,8 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
                   "(a further signal is ignored until they are written)", flush=True)
         except GroupLost as exc:
             report.interrupted = str(exc)
+            if exc.report is not None:
+                report.cases.append(exc.report)
         except HarnessError as exc:
             # e.g. a replacement group that cannot start: the reports keep every finished case and say why
             report.interrupted = f"the run stopped: {exc}"
@@ -82,8 +85,6 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
         finally:
             if session is not None:
                 session.close()
-            if report.interrupted and on_case is not None:
+            if report.interrupted and on_case is not None and leader:
                 on_case(report)      # the reports say the run was interrupted, with every finished case
-    if spmd is not None and spmd.rank != 0:
-        return None
-    return report
+    return report if leader else None

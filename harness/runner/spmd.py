@@ -25,6 +25,7 @@ import socket
 import tempfile
 
 from harness.errors import SetupError
+from harness.hangs import flight_recorder
 from harness.oracles.findings import Failure, Oracle
 from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.pipeline import GroupLost
@@ -32,7 +33,7 @@ from harness.runner.placement import host_name, one_host_reason
 from harness.runner.rank.execute import execute_case
 from harness.runner.rank.result import RankResult
 from harness.runner.rank.state import RankState
-from harness.runner.rank.watchdog import Watchdog
+from harness.runner.rank.watchdog import Watchdog, die_with_parent
 from harness.runner.rank.zygote import Zygote, isolated_request, isolated_timeout
 
 __harness_hidden__ = True
@@ -74,6 +75,7 @@ class SpmdBackend:
         from harness.idreuse.tracker import freeze_imports
 
         torch.set_num_threads(1)
+        die_with_parent(os.getppid())      # a launch killed outright leaves no rank behind
         if cfg.world_size != env.world_size:
             raise SetupError(f"--world-size {cfg.world_size} but {env.launcher} started {env.world_size} ranks")
         self.cfg, self.env = cfg, env
@@ -90,6 +92,9 @@ class SpmdBackend:
         self.store = dist.PrefixStore(f"run{run_id}/", store)
         self.store_at = {"host": host, "port": port, "prefix": f"{prefix}run{run_id}/"}
         self.store.set(f"host/{self.rank}", host_name())
+        # The flight recorder keeps each rank's last collectives for a hang report; it must be on
+        # before the first process group is made (unless the launch's environment chose a size).
+        os.environ.update(flight_recorder.environment())
         self.state.join_group(self.store, prefix="pg0/")
         self.watchdog = Watchdog(deadline, self._dump_own_stacks)
         self.state.ledger.on_progress = self.watchdog.progress
@@ -102,10 +107,15 @@ class SpmdBackend:
         return f"{self.state.generation}/{index}"
 
     def _dump_own_stacks(self, idle_s: float, key: str) -> None:
+        """The watchdog's report of a stalled rank: its Python stacks and its flight recorder, into
+        the store, where rank 0 reads them when this rank's result does not come (the launcher
+        owns the processes, so nobody else can ask)."""
         with tempfile.TemporaryFile("w+") as fh:
             faulthandler.dump_traceback(fh, all_threads=True)
             fh.seek(0)
-            self.store.set(f"stack/{key}/{self.rank}", fh.read())
+            stacks = fh.read()
+        recorder = flight_recorder.format_dump(flight_recorder.dump(frames=False))
+        self.store.set(f"stack/{key}/{self.rank}", f"{stacks}\n--- flight recorder ---\n{recorder}")
 
     # --- the backend ---------------------------------------------------------------------------
     def run_shared(self, index: int, case) -> GroupOutcome:

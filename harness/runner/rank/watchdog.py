@@ -23,6 +23,25 @@ ORPHAN_EXIT_CODE = 70     # the controller is gone (a rank's exit status then)
 STALL_MARGIN_S = 2.0      # beyond the deadline: the collective's own timeout fires first if it can
 
 
+def die_with_parent(parent_pid: int) -> None:
+    """Linux: this process gets SIGKILL when its parent dies (the controller of a spawned group,
+    or the launcher's agent, torchrun's or hydra's proxy, of an SPMD rank), so that no rank
+    outlives what started it, even after a ``kill -9`` of the launch.
+
+    A parent that died before this call (a controller killed while a hundred ranks were still
+    starting) would never deliver the signal: then this process is already an orphan, and goes.
+    """
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(ORPHAN_EXIT_CODE)
+
+
 class Watchdog(threading.Thread):
     def __init__(self, deadline_s: float, on_stall, controller_pid: int | None = None, on_round=None):
         super().__init__(daemon=True, name="harness-watchdog")

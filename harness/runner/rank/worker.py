@@ -30,30 +30,13 @@ def discover_rank() -> tuple[int, int]:
     raise SystemExit("harness worker: no rank in the environment (RANK/WORLD_SIZE, PMI_RANK/PMI_SIZE)")
 
 
-def _set_parent_death_signal(parent_pid: int) -> None:
-    """Linux: die with SIGKILL when the parent dies (spawn launcher: the parent is the controller).
-
-    A parent that died before this call (a controller killed while a hundred ranks were still
-    starting) would never deliver the signal: then this process is already an orphan, and goes.
-    """
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
-    except Exception:
-        pass
-    if os.getppid() != parent_pid:
-        from harness.runner.rank.watchdog import ORPHAN_EXIT_CODE   # torch-free
-
-        os._exit(ORPHAN_EXIT_CODE)
-
-
 def main() -> int:
     rank, world = discover_rank()
     env = os.environ
     if env.get("HARNESS_LAUNCHER") == "spawn":
-        _set_parent_death_signal(int(env["HARNESS_CONTROLLER_PID"]))
+        from harness.runner.rank.watchdog import die_with_parent   # torch-free
+
+        die_with_parent(int(env["HARNESS_CONTROLLER_PID"]))
     run_dir = env["HARNESS_RUN_DIR"]
     stack_file = open(os.path.join(run_dir, f"stacks-r{rank}.txt"), "a")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)

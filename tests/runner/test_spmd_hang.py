@@ -1,0 +1,45 @@
+"""A rank that hangs in an SPMD launch: rank 0 reports it with its stacks and its flight recorder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from harness.faults.cases import fault_case
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(TORCHRUN) and not shutil.which("torchrun"), reason="no torchrun")
+
+
+def test_a_spinning_rank_is_reported_by_rank_0_with_its_stack_and_flight_recorder(tmp_path):
+    case_file = tmp_path / "cases.json"
+    case_file.write_text(json.dumps([fault_case("spin", 1).to_dict()]))
+    report = tmp_path / "r.json"
+    torchrun = TORCHRUN if os.path.exists(TORCHRUN) else shutil.which("torchrun")
+    proc = subprocess.Popen([torchrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", "0",
+                             "-m", "harness", "run", "--case-file", str(case_file), "--deadline", "3",
+                             "--no-isolation", "--json", str(report)],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1"),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        out = proc.communicate(timeout=150)[0]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    data = json.loads(report.read_text())
+    [case] = data["cases"]
+    assert case["outcome"] == "failed" and case["oracle"] == "liveness", out[-3000:]
+    detail = case["detail"]
+    assert "rank 1 did not report within the deadline" in detail, detail
+    assert "in trigger" in detail, detail                       # the spinning rank's own Python stack
+    assert "--- flight recorder ---" in detail and "gloo" in detail, detail
+    assert "the launch cannot go on" in (data["interrupted"] or "")
