@@ -124,6 +124,9 @@ class Stack(Protocol):
     # Optional: def preload(self) -> None -- import what the stack's models need, once per rank,
     # before the rank forks the zygote its isolated runs start from, so that no isolated run pays
     # the import again. It must not initialise CUDA (a CUDA context does not survive a fork).
+    # Optional: def warm_child(self, rank: int) -> None -- in the fresh child an isolated run will
+    # use, before its case arrives and while the rank runs other cases: what every case starts
+    # with anyway (TE: the rank's GPU and CUDA context). It must not run anything of a case.
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.

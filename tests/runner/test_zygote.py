@@ -87,26 +87,32 @@ def test_a_request_that_cannot_run_comes_back_as_an_error_with_its_traceback(sta
 
 
 class BlockingStack:
-    """A stack whose build never returns (a hang inside the stack under test)."""
+    """A stack whose build never returns (a hang inside the stack under test); the process that
+    hangs writes its pid to ``pid_file`` first."""
 
-    def __init__(self, inner):
+    def __init__(self, inner, pid_file):
         self.inner = inner
+        self.pid_file = pid_file
         self.never = threading.Event()
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
     def build(self, spec, ctx):
+        self.pid_file.write_text(str(os.getpid()))
         self.never.wait()
 
 
-def test_a_child_that_does_not_answer_in_time_is_killed():
-    stack = BlockingStack(load_stack("emulated-patched"))
+def test_a_child_that_does_not_answer_in_time_is_killed(tmp_path):
+    stack = BlockingStack(load_stack("emulated-patched"), tmp_path / "hung.pid")
     zygote = Zygote(RankState(SETTINGS, 0, stack)).start()
     try:
         answer = zygote.run(isolated_request(CASE, "t", None), timeout=1.0)
         assert answer == {"error": "isolated run did not answer: no answer in time"}
-        assert children_of(zygote.pid) == []          # the hung child is gone, reaped
+        hung = int((tmp_path / "hung.pid").read_text())
+        assert hung not in children_of(zygote.pid)       # the hung child is gone, reaped
+        assert not os.path.exists(f"/proc/{hung}")
+        assert len(children_of(zygote.pid)) <= 1         # at most the next spare waits
     finally:
         pid = zygote.pid
         zygote.close()
@@ -150,3 +156,53 @@ def test_te_refuses_a_preload_that_initialised_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     with pytest.raises(SetupError, match="initialised CUDA"):
         te_stack.TEStack().preload()
+
+
+class WarmingStack(CountingStack):
+    """Writes which process warmed up (``warm_child``) and which built a model, one line each."""
+
+    def __init__(self, log, fail=False):
+        super().__init__()
+        self.log, self.fail = log, fail
+
+    def warm_child(self, rank):
+        if self.fail:
+            raise RuntimeError("no device")
+        with open(self.log, "a") as fh:
+            fh.write(f"warm {os.getpid()} {rank}\n")
+
+    def build(self, spec, ctx):
+        with open(self.log, "a") as fh:
+            fh.write(f"build {os.getpid()}\n")
+        return super().build(spec, ctx)
+
+
+def test_each_isolated_run_is_a_spare_that_warmed_up_first_and_ran_nothing_else(tmp_path):
+    log = tmp_path / "log"
+    stack = WarmingStack(log)
+    stack.reset()
+    zygote = Zygote(RankState(SETTINGS, 3, stack)).start()
+    try:
+        answers = [zygote.run(isolated_request(CASE, f"t{i}", None), timeout=60) for i in range(2)]
+    finally:
+        zygote.close()
+    assert all("ok" in a for a in answers), answers
+    events = [line.split() for line in log.read_text().splitlines()]
+    builders = [pid for what, pid, *_ in events if what == "build"]
+    warmed = {pid: rank for what, pid, *rank in events if what == "warm"}
+    assert len(set(builders)) == 2                       # two cases, two fresh processes
+    for pid in set(builders):
+        assert warmed.get(pid) == ["3"]                  # each warmed up, for its rank, ...
+        first = next(i for i, e in enumerate(events) if e[1] == pid)
+        assert events[first][0] == "warm"                # ... before its case
+    assert answers[0]["ok"]["digest"] == answers[1]["ok"]["digest"]   # and both ran the case alone
+
+
+def test_a_warm_up_that_fails_is_the_isolated_runs_error(tmp_path):
+    stack = WarmingStack(tmp_path / "log", fail=True)
+    zygote = Zygote(RankState(SETTINGS, 0, stack)).start()
+    try:
+        answer = zygote.run(isolated_request(CASE, "t", None), timeout=60)
+    finally:
+        zygote.close()
+    assert answer == {"error": "warming up the isolated run failed: RuntimeError: no device"}
