@@ -113,6 +113,16 @@ def finished(entry: dict) -> bool:
     return entry.get("state") == "completed" or bool(entry.get("retired"))
 
 
+def _why_empty(env=None) -> str:
+    """An empty recorder: off, or on in a process that made no collective (world size 1)."""
+    env = os.environ if env is None else env
+    name = next((name for name in BUFFER_ENV if name in env), "")
+    size = env.get(name, "").strip()
+    if size.isdigit() and int(size) > 0:
+        return f"(it is on, {name}={size}: this process made none)"
+    return f"(off unless {BUFFER_ENV[0]} > 0 when the process group was made)"
+
+
 def format_entry(entry: dict, pg_config: dict | None = None, frames: int = 3) -> str:
     """One collective: ``#seq op dtype[sizes] in group: state (at frames)``."""
     seq = entry.get("p2p_seq_id") if entry.get("is_p2p") else entry.get("collective_seq_id")
@@ -135,8 +145,7 @@ def format_dump(dumped: dict, last: int = 8) -> str:
             continue
         entries = rec.get("entries") or []
         if not entries:
-            lines.append(f"{label} flight recorder: no collective recorded "
-                         f"(off unless {BUFFER_ENV[0]} > 0 when the process group was made)")
+            lines.append(f"{label} flight recorder: no collective recorded " + _why_empty())
             continue
         shown = entries[-last:]
         lines.append(f"{label} flight recorder: last {len(shown)} of {rec.get('total', len(entries))} collectives, "

@@ -50,6 +50,13 @@ def test_format_dump_says_what_is_missing_or_failed():
     assert flight_recorder.format_dump({}) == "flight recorder: not available in this torch"
     assert "could not dump: RuntimeError: x" in flight_recorder.format_dump({"nccl": {"error": "RuntimeError: x"}})
     assert "no collective recorded" in flight_recorder.format_dump({"gloo": {"entries": [], "total": 0}})
+
+
+def test_an_empty_recorder_says_whether_it_was_off_or_saw_nothing():
+    assert flight_recorder._why_empty({}).startswith("(off unless TORCH_FR_BUFFER_SIZE > 0")
+    assert flight_recorder._why_empty({"TORCH_FR_BUFFER_SIZE": "0"}).startswith("(off unless")
+    assert flight_recorder._why_empty({"TORCH_NCCL_TRACE_BUFFER_SIZE": "2000"}) == \
+        "(it is on, TORCH_NCCL_TRACE_BUFFER_SIZE=2000: this process made none)"
     text = flight_recorder.format_dump({"nccl": {"entries": [_entry(1, "completed"), _entry(2)], "total": 9}}, last=1)
     assert "last 1 of 9 collectives" in text and "#1 " not in text.splitlines()[1], text
     assert "not completed: 1 (the oldest: #2 nccl:all_reduce" in text, text
