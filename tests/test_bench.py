@@ -6,6 +6,7 @@ carries the fields the JSON promises and that verdicts follow targets.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import types
 
@@ -88,3 +89,23 @@ def test_oracle_cost_shares_from_phase_timings():
     fig = oracle_cost_figure(results)
     assert fig.value == pytest.approx(20.0) and fig.ok is True
     assert fig.detail["share_median_percent"]["unattributed"] == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--cases", "huge"]])
+def test_decompose_bad_arguments_exit_2_with_one_line(argv, capsys):
+    from harness.bench import decompose
+
+    assert decompose.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+
+
+def test_decompose_varies_only_the_reference_and_the_precheck():
+    from harness.bench.decompose import variants
+
+    configs = variants()
+    assert [(c.check_reference, c.precheck) for c in configs.values()] == [
+        (True, True), (False, True), (True, False), (False, False)]
+    base = configs["default"]
+    for cfg in configs.values():
+        assert dataclasses.replace(cfg, check_reference=True, precheck=True) == base
