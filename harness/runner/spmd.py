@@ -38,7 +38,7 @@ from harness.runner.rank.zygote import Zygote, isolated_request, isolated_timeou
 
 __harness_hidden__ = True
 
-REPORT_GRACE_S = 10.0      # beyond the deadline, how long rank 0 waits for a rank's result
+REPORT_GRACE_S = 10.0      # beyond the deadline, how long rank 0 waits for a rank that says nothing
 
 
 def _connect_store(env, deadline_s: float):
@@ -116,6 +116,9 @@ class SpmdBackend:
             stacks = fh.read()
         recorder = flight_recorder.format_dump(flight_recorder.dump(frames=False))
         self.store.set(f"stack/{key}/{self.rank}", f"{stacks}\n--- flight recorder ---\n{recorder}")
+        # In place of the case's result, so that rank 0 reports the stall now (deadline + the
+        # watchdog's margin) rather than after its own longer wait for a result.
+        self.store.set(f"res/{key}/{self.rank}", json.dumps({"stalled_s": round(idle_s, 1)}))
 
     # --- the backend ---------------------------------------------------------------------------
     def run_shared(self, index: int, case) -> GroupOutcome:
@@ -135,14 +138,20 @@ class SpmdBackend:
         report_wait = datetime.timedelta(seconds=self.cfg.deadline_s + REPORT_GRACE_S)
         for r in range(self.world_size):
             try:
-                results[r] = RankResult.from_dict(json.loads(self._get(f"res/{key}/{r}", report_wait)))
+                answer = json.loads(self._get(f"res/{key}/{r}", report_wait))
             except Exception:
-                stacks = ""
-                if self.store.check([f"stack/{key}/{r}"]):
-                    stacks = self.store.get(f"stack/{key}/{r}").decode()
-                failures.append(Failure(Oracle.LIVENESS, f"rank {r} did not report within the deadline "
-                                                         f"({self.cfg.deadline_s:g} s) + {REPORT_GRACE_S:g} s\n"
-                                                         f"{stacks}", rank=r))
+                answer = None
+            if answer is not None and "stalled_s" not in answer:
+                results[r] = RankResult.from_dict(answer)
+                continue
+            stacks = ""
+            if self.store.check([f"stack/{key}/{r}"]):
+                stacks = self.store.get(f"stack/{key}/{r}").decode()
+            if answer is not None:      # its watchdog spoke for it (see _dump_own_stacks)
+                why = f"rank {r} made no progress for {answer['stalled_s']:.1f} s (deadline {self.cfg.deadline_s:g} s)"
+            else:
+                why = f"rank {r} did not report within the deadline ({self.cfg.deadline_s:g} s) + {REPORT_GRACE_S:g} s"
+            failures.append(Failure(Oracle.LIVENESS, f"{why}\n{stacks}", rank=r))
         return GroupOutcome(results, failures, broken=len(results) < self.world_size)
 
     def run_isolated(self, index: int, case) -> GroupOutcome:
