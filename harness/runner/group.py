@@ -61,6 +61,7 @@ class RankGroup:
         self.store = None
         self._listener = None
         self._stopped = False
+        self.unresponsive: set[int] = set()   # ranks that neither answered nor died: asking them to stop is moot
         self.stragglers: list[int] = []     # pids still alive after the launcher stopped, killed by marker
 
     # --- start ---------------------------------------------------------------------------------
@@ -189,6 +190,7 @@ class RankGroup:
         wait = _Answers(self, m.index, isolated)
         wait.gather()
         missing = [r for r in range(self.world) if r not in wait.results and r not in wait.dead]
+        self.unresponsive.update(missing)
         if not wait.dead and not missing:
             return GroupOutcome(wait.results, [])
         # Something died or hung: stacks and diagnostics from every live rank, the ledgers, then the report.
@@ -269,13 +271,16 @@ class RankGroup:
         that was interrupted half way: every step is idempotent, and only a completed stop counts."""
         if self._stopped:
             return
+        # Asked first, so a healthy rank leaves by its own shutdown path; a rank that hung will not
+        # read the request, so a group with one goes straight to the signals (3 s less per hang).
+        polite = not self.unresponsive
         for conn in self.conns.values():
             try:
                 conn.send_bytes(msg.encode(msg.Shutdown()))
             except OSError:
                 pass
         if self.procs is not None:
-            deadline = time.monotonic() + 3
+            deadline = time.monotonic() + (3 if polite else 0)
             while self.procs.alive() and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.procs.stop()
