@@ -19,6 +19,7 @@ import threading
 import time
 
 from harness.errors import SetupError
+from harness.runner.cleanup import write_owner
 
 START_TIMEOUT_S = 120.0
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,11 +30,21 @@ class BareGroup:
         self.world = world_size
         self.sut = sut
         self.dir = tempfile.mkdtemp(prefix="fp8h-bench-bare-")
+        write_owner(self.dir)       # swept by the next rank group if this process is killed outright
         self.procs: list[subprocess.Popen] = []
         self.answers: queue.Queue = queue.Queue()
         self.pids: dict[int, int] = {}
 
     def start(self) -> "BareGroup":
+        """Start the ranks and wait for each one's first answer; on any failure or interruption,
+        stop what was started (and remove the folder) before the exception goes on."""
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> "BareGroup":
         for rank in range(self.world):
             env = dict(os.environ, BENCH_RANK=str(rank), BENCH_WORLD=str(self.world), BENCH_SUT=self.sut,
                        BENCH_STORE=os.path.join(self.dir, "store"), PYTHONUNBUFFERED="1")

@@ -1,9 +1,21 @@
-"""Removing what a group leaves behind: shared-memory segments by name prefix, processes by environment."""
+"""Removing what a group leaves behind: shared-memory segments by name prefix, processes by
+environment, and the run folders of a controller that died without its own cleanup (SIGKILL, the
+OOM killer), swept by the next group that starts.
+
+A run folder names its owner in a file ``owner``: the controller's pid, that process's start time
+and the group's shared-memory prefix. A pid alone would not do: the kernel hands out a dead
+process's pid again, so an owner is alive only when a process with that pid exists *and* started
+at the recorded time (the same mistake as keying state by ``id()``, which this harness exists to
+catch).
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import tempfile
 import time
 
 __harness_hidden__ = True
@@ -66,3 +78,59 @@ def kill_processes_with_env(name: str, value: str, wait_s: float = 2.0) -> list[
     while killed and processes_with_env(name, value) and time.monotonic() < deadline:
         time.sleep(0.02)
     return killed
+
+
+OWNER_FILE = "owner"
+RUN_FOLDER_PREFIX = "fp8h-"
+
+
+def process_start(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot, /proc/PID/stat field 22), or None if no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]   # fields after the command name start at field 3
+
+
+def write_owner(folder: str, shm_prefix: str = "") -> None:
+    """Name this process as the owner of ``folder`` (and of the segments under ``shm_prefix``)."""
+    pid = os.getpid()
+    with open(os.path.join(folder, OWNER_FILE), "w") as fh:
+        json.dump({"pid": pid, "start": process_start(pid), "shm_prefix": shm_prefix}, fh)
+
+
+def owner_alive(owner: dict) -> bool:
+    start = process_start(int(owner["pid"]))
+    return start is not None and start == owner.get("start")
+
+
+def sweep_abandoned(folder: str | None = None) -> list[str]:
+    """Remove the run folders in ``folder`` (the temp folder by default) whose owner is dead, with
+    their shared-memory segments and any process still carrying the folder in its environment.
+
+    A folder without an owner file (being created, or not ours) is left alone. Returns the
+    folders removed.
+    """
+    folder = folder or tempfile.gettempdir()
+    removed = []
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(RUN_FOLDER_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(folder, name)
+        try:
+            with open(os.path.join(path, OWNER_FILE)) as fh:
+                owner = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if not isinstance(owner, dict) or "pid" not in owner or owner_alive(owner):
+            continue
+        kill_processes_with_env("HARNESS_RUN_DIR", path)
+        if owner.get("shm_prefix"):
+            unlink_shm_prefix(owner["shm_prefix"])
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed

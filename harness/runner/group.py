@@ -27,6 +27,7 @@ from multiprocessing.connection import Listener
 from harness.errors import HarnessError, SetupError
 from harness.oracles.findings import Failure, Oracle
 from harness.runner import messages as msg
+from harness.runner.cleanup import kill_processes_with_env, sweep_abandoned, unlink_shm_prefix, write_owner
 from harness.runner.diagnostics import RankFiles, exit_description, hang_failures
 from harness.runner.judge import GroupOutcome
 from harness.runner.launchers import get_launcher
@@ -52,6 +53,7 @@ class RankGroup:
         self.generation = generation
         self.run_dir = tempfile.mkdtemp(prefix=f"{SHM_PREFIX}run-")
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
+        write_owner(self.run_dir, self.shm_prefix)     # so a group after a SIGKILLed controller can sweep it
         self.files = RankFiles(self.run_dir, self.world)
         self.queue: queue.Queue = queue.Queue()
         self.conns: dict[int, object] = {}
@@ -81,6 +83,7 @@ class RankGroup:
 
         launcher = get_launcher(self.cfg.launcher.value)
         launcher.check()
+        sweep_abandoned()      # what a controller killed outright (SIGKILL, the OOM killer) left behind
         authkey = secrets.token_bytes(16)
         address = os.path.join(self.run_dir, "ctl.sock")
         self._listener = Listener(address=address, family="AF_UNIX", authkey=authkey)
@@ -294,8 +297,6 @@ class RankGroup:
                 self._listener.close()
             except OSError:
                 pass
-        from harness.runner.cleanup import kill_processes_with_env, unlink_shm_prefix
-
         # Whatever the launcher did not stop (a torchrun rank in its own session, a zygote): by
         # the group's own environment marker, so nothing of another group is touched.
         self.stragglers = kill_processes_with_env("HARNESS_RUN_DIR", self.run_dir)
