@@ -19,7 +19,7 @@ import threading
 import time
 
 from harness.errors import SetupError
-from harness.runner.cleanup import write_owner
+from harness.runner.cleanup import PREFIX, write_owner
 
 START_TIMEOUT_S = 120.0
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,7 +29,7 @@ class BareGroup:
     def __init__(self, world_size: int = 2, sut: str = "emulated-patched"):
         self.world = world_size
         self.sut = sut
-        self.dir = tempfile.mkdtemp(prefix="fp8h-bench-bare-")
+        self.dir = tempfile.mkdtemp(prefix=f"{PREFIX}bench-bare-")
         write_owner(self.dir)       # swept by the next rank group if this process is killed outright
         self.procs: list[subprocess.Popen] = []
         self.answers: queue.Queue = queue.Queue()

@@ -81,7 +81,7 @@ def kill_processes_with_env(name: str, value: str, wait_s: float = 2.0) -> list[
 
 
 OWNER_FILE = "owner"
-RUN_FOLDER_PREFIX = "fp8h-"
+PREFIX = "fp8h-"       # every run folder and shared-memory segment of a group starts with it
 
 
 def process_start(pid: int) -> str | None:
@@ -116,7 +116,7 @@ def sweep_abandoned(folder: str | None = None) -> list[str]:
     folder = folder or tempfile.gettempdir()
     removed = []
     try:
-        names = [n for n in os.listdir(folder) if n.startswith(RUN_FOLDER_PREFIX)]
+        names = [n for n in os.listdir(folder) if n.startswith(PREFIX)]
     except OSError:
         return removed
     for name in names:

@@ -27,7 +27,7 @@ from multiprocessing.connection import Listener
 from harness.errors import HarnessError, SetupError
 from harness.oracles.findings import Failure, Oracle
 from harness.runner import messages as msg
-from harness.runner.cleanup import kill_processes_with_env, sweep_abandoned, unlink_shm_prefix, write_owner
+from harness.runner.cleanup import PREFIX, kill_processes_with_env, sweep_abandoned, unlink_shm_prefix, write_owner
 from harness.runner.diagnostics import RankFiles, exit_description, hang_failures
 from harness.runner.judge import GroupOutcome
 from harness.runner.launchers import get_launcher
@@ -37,7 +37,6 @@ __harness_hidden__ = True
 
 STARTUP_TIMEOUT_S = 90.0
 GRACE_S = 5.0          # how long the other ranks get once one rank has answered or stalled
-SHM_PREFIX = "fp8h-"
 WAIT_S = 0.25          # the main thread's queue read: how often it looks at the clock
 
 
@@ -51,8 +50,8 @@ class RankGroup:
         self.world = cfg.world_size
         self.events = events
         self.generation = generation
-        self.run_dir = tempfile.mkdtemp(prefix=f"{SHM_PREFIX}run-")
-        self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
+        self.run_dir = tempfile.mkdtemp(prefix=f"{PREFIX}run-")
+        self.shm_prefix = f"{PREFIX}{os.getpid()}-{secrets.token_hex(3)}-"
         write_owner(self.run_dir, self.shm_prefix)     # so a group after a SIGKILLed controller can sweep it
         self.files = RankFiles(self.run_dir, self.world)
         self.queue: queue.Queue = queue.Queue()
@@ -283,9 +282,10 @@ class RankGroup:
             except OSError:
                 pass
         if self.procs is not None:
-            deadline = time.monotonic() + (3 if polite else 0)
-            while self.procs.alive() and time.monotonic() < deadline:
-                time.sleep(0.05)
+            if polite:
+                deadline = time.monotonic() + 3
+                while self.procs.alive() and time.monotonic() < deadline:
+                    time.sleep(0.05)
             self.procs.stop()
         for conn in self.conns.values():
             try:
