@@ -114,18 +114,20 @@ def scale_up_one_ulp(state, record):
     return dataclasses.replace(state, scale=bumped)
 
 
-def test_reference_passes_on_the_unmodified_stack():
+@pytest.mark.parametrize("judged", [False, True], ids=["on the rank", "by the judge"])
+def test_reference_passes_on_the_unmodified_stack(judged):
     case = probe_case()
-    result = run(case, PerturbedSnapshot())
+    result = run(case, PerturbedSnapshot(), judged=judged)
     assert result.failures == []
     assert result.steps_compared == case.models * case.steps == 6
 
 
-def test_reference_names_step_key_index_values_and_bits_of_a_flipped_byte():
+@pytest.mark.parametrize("judged", [False, True], ids=["on the rank", "by the judge"])
+def test_reference_names_step_key_index_values_and_bits_of_a_flipped_byte(judged):
     case = probe_case()
     # layer1's grad_output bytes are [batch 8, dims[-1] 16]: flat element 21 is row 1, column 5.
     stack = PerturbedSnapshot(target=(1, 2), key="layer1.grad_output", perturb=flip_low_bit(21))
-    result = run(case, stack)
+    result = run(case, stack, judged=judged)
     before, after = stack.record["before"], stack.record["after"]
     assert [f.oracle for f in result.failures] == ["reference"]
     failure = result.failures[0]
@@ -136,10 +138,11 @@ def test_reference_names_step_key_index_values_and_bits_of_a_flipped_byte():
     assert result.steps_compared == 6          # the comparison goes on after the failure
 
 
-def test_reference_names_a_scale_one_ulp_off():
+@pytest.mark.parametrize("judged", [False, True], ids=["on the rank", "by the judge"])
+def test_reference_names_a_scale_one_ulp_off(judged):
     case = probe_case()
     stack = PerturbedSnapshot(target=(0, 1), key="layer0.input", perturb=scale_up_one_ulp)
-    result = run(case, stack)
+    result = run(case, stack, judged=judged)
     b0, b1 = stack.record["before"], stack.record["after"]
     assert [f.oracle for f in result.failures] == ["reference"]
     failure = result.failures[0]

@@ -41,19 +41,24 @@ class Returns(StaleScaleInvStack):
         return None if self.what == "nothing" else returned.output
 
 
-def run(case_name: str, stack):
-    return execute_here(CASES[case_name], stack)
+def run(case_name: str, stack, judged: bool = False):
+    return execute_here(CASES[case_name], stack, judged=judged)
+
+
+JUDGED = pytest.mark.parametrize("judged", [False, True], ids=["on the rank", "by the judge"])
 
 
 @pytest.mark.parametrize("case_name", ["delayed/wide", "repro/cross-rank"])
-def test_a_stale_scale_inv_in_a_one_layer_gemm_passes_without_the_output_comparison(case_name):
-    result = run(case_name, Returns("nothing"))
+@JUDGED
+def test_a_stale_scale_inv_in_a_one_layer_gemm_passes_without_the_output_comparison(case_name, judged):
+    result = run(case_name, Returns("nothing"), judged=judged)
     assert result.failures == [] and result.steps_compared > 0
 
 
 @pytest.mark.parametrize("case_name", ["delayed/wide", "repro/cross-rank"])
-def test_a_stale_scale_inv_in_a_one_layer_gemm_is_caught_by_the_output_comparison(case_name):
-    result = run(case_name, StaleScaleInvStack())
+@JUDGED
+def test_a_stale_scale_inv_in_a_one_layer_gemm_is_caught_by_the_output_comparison(case_name, judged):
+    result = run(case_name, StaleScaleInvStack(), judged=judged)
     [failure] = result.failures
     assert failure.oracle == "reference" and (failure.model, failure.step) == (0, 1)
     # index, both values, both bit patterns, and how many elements differ
@@ -61,8 +66,9 @@ def test_a_stale_scale_inv_in_a_one_layer_gemm_is_caught_by_the_output_compariso
     assert failure.detail.count("(0x") == 2 and "element(s) differ" in failure.detail
 
 
-def test_a_stack_that_returns_the_output_alone_has_its_output_compared():
-    result = run("delayed/wide", Returns("output"))
+@JUDGED
+def test_a_stack_that_returns_the_output_alone_has_its_output_compared(judged):
+    result = run("delayed/wide", Returns("output"), judged=judged)
     assert [f.detail.split(":")[0] for f in result.failures] == ["output[0, 0]"]
 
 

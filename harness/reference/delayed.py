@@ -1,9 +1,10 @@
 """Reference for delayed scaling: a pure function from a case to every rank's FP8 state.
 
-Given a case, the run seed, the world size and a model index, :func:`expected_model`
-simulates every rank of the group (all data come from seeds, so nothing is communicated)
-and returns, for the requested rank, the state of every FP8 tensor role after every step
-and the final weights. No global state, no caches: two calls give the same answer.
+Given a case, the run seed, the world size and a model index, :func:`expected_dp_models`
+simulates every rank of the group once (all data come from seeds, so nothing is communicated)
+and returns, for every rank, the state of every FP8 tensor role after every step and the final
+weights (:func:`expected_dp_model`: one rank's). No global state, no caches: two calls give the
+same answer.
 
 The schedule it follows (the patched design; docs/design.md, "Numerics")::
 
@@ -42,6 +43,11 @@ from harness.reference.meta import BWD_ROLES, FWD_ROLES, ExpectedModel, Meta, re
 
 def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
     """Simulate every rank of the (data-parallel) group; return rank ``rank``'s expected states."""
+    return expected_dp_models(case, run_seed, world_size, model_index)[rank]
+
+
+def expected_dp_models(case: CaseSpec, run_seed: int, world_size: int, model_index: int) -> list[ExpectedModel]:
+    """Simulate every rank of the (data-parallel) group once; every rank's expected states, by rank."""
     spec = case.model
     recipe = spec.recipe
     fwd_fmt, bwd_fmt = recipe.fp8_format.forward(), recipe.fp8_format.backward()
@@ -72,10 +78,10 @@ def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
         slots = [[metas[r][i][role] for r in ranks] for i in range(n_layers) for role in roles]
         reduce_and_update(slots, recipe, fmt, reduce_over_group)
 
-    steps: list[dict[str, RoleState]] = []
-    outputs: list[torch.Tensor] = []
-    grad_inputs: list[torch.Tensor] = []
-    weight_grads: list[list[torch.Tensor]] = []
+    steps: list[list[dict[str, RoleState]]] = [[] for _ in ranks]
+    outputs: list[list[torch.Tensor]] = [[] for _ in ranks]
+    grad_inputs: list[list[torch.Tensor]] = [[] for _ in ranks]
+    weight_grads: list[list[list[torch.Tensor]]] = [[] for _ in ranks]
     for t in range(case.steps):
         saved = [[None] * n_layers for _ in ranks]
         casts = [[{} for _ in range(n_layers)] for _ in ranks]
@@ -96,8 +102,7 @@ def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                 saved[r][i] = (qx, sinv_x, qw, sinv_w)
                 casts[r][i]["input"] = (qx, sinv_x)
                 casts[r][i]["weight"] = (qw, sinv_w)
-            if r == rank:
-                outputs.append(x.clone())
+            outputs[r].append(x)
         update(FWD_ROLES)
         wgrads = [[None] * n_layers for _ in ranks]
         for r in ranks:
@@ -112,14 +117,14 @@ def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                 g_hp = dequantize(qg, sinv_g, bwd_fmt)
                 wgrads[r][i] = torch.matmul(g_hp.t(), dequantize(qx, sinv_x, fwd_fmt))
                 g = torch.matmul(g_hp, dequantize(qw, sinv_w, fwd_fmt))
-            if r == rank:
-                grad_inputs.append(g.clone())
-                weight_grads.append([w.clone() for w in wgrads[r]])
+            grad_inputs[r].append(g)
+            weight_grads[r].append(list(wgrads[r]))
         update(BWD_ROLES)
-        steps.append({
-            f"layer{i}.{role}": role_state(metas[rank][i][role], *casts[rank][i][role])
-            for i in range(n_layers) for role in ("input", "weight", "grad_output")
-        })
+        for r in ranks:
+            steps[r].append({
+                f"layer{i}.{role}": role_state(metas[r][i][role], *casts[r][i][role])
+                for i in range(n_layers) for role in ("input", "weight", "grad_output")
+            })
         for r in ranks:
             for i in range(n_layers):
                 if spec.data_parallel and world_size > 1:
@@ -134,13 +139,16 @@ def expected_dp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                     w_bytes[r][i] = cast_to_fp8(master[r][i], meta.scale, fwd_fmt)
                     meta.record(master[r][i])
                     w_sinv[r][i] = meta.scale_inv.clone()
-    final = {}
-    for i in range(n_layers):
-        if spec.fp8_params:
-            meta = metas[rank][i]["weight"]
-            final[f"layer{i}.weight"] = RoleState(meta.history.clone(), meta.scale.clone(), meta.scale_inv.clone(),
-                                                 w_bytes[rank][i].clone(), w_sinv[rank][i].clone())
-        else:
-            final[f"layer{i}.weight"] = RoleState(torch.zeros(0), torch.ones(()), torch.ones(()),
-                                                 master[rank][i].clone(), None)
-    return ExpectedModel(steps, final, outputs, grad_inputs, weight_grads)
+    models = []
+    for r in ranks:
+        final = {}
+        for i in range(n_layers):
+            if spec.fp8_params:
+                meta = metas[r][i]["weight"]
+                final[f"layer{i}.weight"] = RoleState(meta.history.clone(), meta.scale.clone(),
+                                                     meta.scale_inv.clone(), w_bytes[r][i].clone(), w_sinv[r][i].clone())
+            else:
+                final[f"layer{i}.weight"] = RoleState(torch.zeros(0), torch.ones(()), torch.ones(()),
+                                                     master[r][i].clone(), None)
+        models.append(ExpectedModel(steps[r], final, outputs[r], grad_inputs[r], weight_grads[r]))
+    return models

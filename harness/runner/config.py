@@ -103,12 +103,14 @@ class RunConfig:
     def sut_options(self) -> dict | None:
         return {"inject": self.inject} if self.inject else None
 
-    def rank_settings(self) -> RankSettings:
-        """What every rank of this run needs to know, sent to it once."""
+    def rank_settings(self, reference_by_judge: bool = False) -> RankSettings:
+        """What every rank of this run needs to know, sent to it once. ``reference_by_judge``: a
+        controller on the ranks' host checks the reference (:mod:`harness.oracles.recorded`)."""
         return RankSettings(sut=self.sut, inject=self.inject, world_size=self.world_size, seed=self.seed,
                             reuse=self.reuse, strict=self.strict, deadline_s=float(self.deadline_s),
                             reset_between_cases=self.reset_between_cases, check_reference=self.check_reference,
-                            precheck=self.precheck, ub_link_gbps=self.ub_link_gbps)
+                            precheck=self.precheck, ub_link_gbps=self.ub_link_gbps,
+                            reference_by_judge=reference_by_judge)
 
     def session_key(self) -> tuple:
         """What makes two configurations share one persistent group (the pytest plugin's key)."""

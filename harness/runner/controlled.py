@@ -21,6 +21,7 @@ MAX_START_ATTEMPTS = 3
 
 class GroupBackend:
     leader = True
+    reference_by_judge = True      # its ranks record their state; the pipeline's judge compares it
 
     def __init__(self, cfg, events=None):
         from harness.stacks import load_stack
@@ -45,8 +46,8 @@ class GroupBackend:
                 last = exc
         raise last
 
-    def run_shared(self, index: int, case) -> GroupOutcome:
-        return self.ensure_group().run_case(index, case)
+    def run_shared(self, index: int, case, meanwhile=None) -> GroupOutcome:
+        return self.ensure_group().run_case(index, case, meanwhile)
 
     def run_isolated(self, index: int, case) -> GroupOutcome:
         return self.ensure_group().run_isolated(index, case)

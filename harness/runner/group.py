@@ -89,7 +89,9 @@ class RankGroup:
         # The group's store: hosted here, on a port the OS chooses, so concurrent runs never collide.
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                                    timeout=datetime.timedelta(seconds=60))
-        self.cfg.rank_settings().write(self.run_dir)
+        # The ranks reach this controller over a Unix socket and 127.0.0.1: one host, one build of
+        # torch, so the controller's reference is the ranks' to the bit.
+        self.cfg.rank_settings(reference_by_judge=True).write(self.run_dir)
         env = dict(os.environ)
         env.update({
             "HARNESS_WORKER": "1", "HARNESS_LAUNCHER": self.cfg.launcher.value, "HARNESS_CONTROLLER": address,
@@ -177,18 +179,25 @@ class RankGroup:
             except (OSError, KeyError) as exc:
                 raise GroupBroken(f"cannot reach rank {rank}: {exc}") from None
 
-    def run_case(self, index: int, case) -> GroupOutcome:
-        return self._collect(msg.RunCase(index, case.to_dict()), case.name, isolated=False)
+    def run_case(self, index: int, case, meanwhile=None) -> GroupOutcome:
+        """``meanwhile``: called once the case is on its way to every rank, before the wait for
+        their results (the judge's reference simulation, on a core the ranks leave idle)."""
+        return self._collect(msg.RunCase(index, case.to_dict()), case.name, isolated=False, meanwhile=meanwhile)
 
     def run_isolated(self, index: int, case) -> GroupOutcome:
         return self._collect(msg.RunIsolated(index, case.to_dict()), case.name, isolated=True)
 
-    def _collect(self, m, case_name: str, isolated: bool) -> GroupOutcome:
+    def _collect(self, m, case_name: str, isolated: bool, meanwhile=None) -> GroupOutcome:
         offsets = self.files.stack_offsets()
         try:
             self._send_all(m)
         except GroupBroken as exc:
             return GroupOutcome({}, [Failure(Oracle.LIVENESS, str(exc))], broken=True)
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:      # the results must still be gathered; the judge redoes it and reports
+                pass
         wait = _Answers(self, m.index, isolated)
         wait.gather()
         missing = [r for r in range(self.world) if r not in wait.results and r not in wait.dead]

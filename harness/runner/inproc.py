@@ -8,6 +8,7 @@ process before any case ran.
 from __future__ import annotations
 
 from harness.oracles.findings import Failure, Oracle
+from harness.oracles.recorded import CaseExpectation, check_recorded
 from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.rank.execute import execute_case
 from harness.runner.rank.result import RankResult
@@ -34,7 +35,7 @@ class InprocBackend:
             freeze_imports()
         self.zygote = Zygote(self.state).start() if cfg.isolation else None
 
-    def run_shared(self, index: int, case) -> GroupOutcome:
+    def run_shared(self, index: int, case, meanwhile=None) -> GroupOutcome:
         return GroupOutcome({0: execute_case(case, self.state)}, [])
 
     def run_isolated(self, index: int, case) -> GroupOutcome:
@@ -64,12 +65,17 @@ class InprocBackend:
             self.zygote = None
 
 
-def execute_here(case, stack, **config):
+def execute_here(case, stack, *, judged: bool = False, **config):
     """Run ``case`` on ``stack`` (a stack object) in this process, as rank 0 of a group of one,
     with the per-rank oracles; ``config`` are :class:`RunConfig` fields (``reuse``, ``strict``,
     ``seed``, ...). Returns the rank's :class:`RankResult`: for tests and callers that hold a
-    stack object rather than a ``--sut`` name."""
+    stack object rather than a ``--sut`` name. ``judged``: the rank records its FP8 state and
+    the reference is checked afterwards, as a controller's judge does
+    (:mod:`harness.oracles.recorded`)."""
     from harness.runner.config import Launcher, RunConfig
 
-    settings = RunConfig(launcher=Launcher.INPROC, **config).rank_settings()
-    return execute_case(case, RankState(settings, 0, stack))
+    settings = RunConfig(launcher=Launcher.INPROC, **config).rank_settings(reference_by_judge=judged)
+    result = execute_case(case, RankState(settings, 0, stack))
+    if judged:
+        check_recorded(result, CaseExpectation(case, settings.seed, 1))
+    return result

@@ -20,6 +20,7 @@ from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_
 from harness.oracles.exercised import not_exercised
 from harness.oracles.findings import COMMUNICATION, Failure, Oracle
 from harness.oracles.isolation import compare_runs
+from harness.oracles.recorded import check_recorded
 from harness.report.model import CaseReport, group_digest, skipped, verdict
 
 __harness_hidden__ = True
@@ -39,10 +40,19 @@ class GroupOutcome:
         return any(f.oracle in COMMUNICATION for r in self.results.values() for f in r.failures)
 
 
-def judge(case, shared: GroupOutcome, isolated: dict | None, world: int) -> list:
-    """Every finding of ``case``: the group's, each rank's, then cross-rank and isolation."""
+def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expectation=None) -> list:
+    """Every finding of ``case``: the group's, each rank's, then cross-rank and isolation.
+
+    ``expectation``: the case's reference (:class:`~harness.oracles.recorded.CaseExpectation`),
+    against which the records of ranks that recorded their state instead of comparing it are
+    checked here."""
     results = shared.results
     failures = list(shared.failures)
+    recorded = [r for r in sorted(results) if results[r].states]
+    if recorded and expectation is None:
+        raise ValueError(f"ranks {recorded} recorded their FP8 state for the judge, but no expectation was given")
+    for r in recorded:
+        check_recorded(results[r], expectation)
     for r in sorted(results):
         failures += results[r].failures
     if len(results) == world and not any(f.oracle == Oracle.CROSS_RANK for f in failures):

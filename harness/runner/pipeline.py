@@ -18,6 +18,7 @@ from typing import Callable, Protocol
 
 from harness.errors import HarnessError
 from harness.oracles.findings import Failure, Oracle
+from harness.oracles.recorded import CaseExpectation
 from harness.report.model import CaseReport
 from harness.runner.judge import (GroupOutcome, Recycle, case_report, judge, recycle_plan, should_isolate,
                                   skipped_report)
@@ -40,8 +41,9 @@ class Backend(Protocol):
     world_size: int
     stack: object           # the stack under test (on a controller, for its declarations only)
 
-    def run_shared(self, index: int, case) -> GroupOutcome:
-        """Run ``case`` on every rank, after whatever ran there before."""
+    def run_shared(self, index: int, case, meanwhile: Callable[[], None] | None = None) -> GroupOutcome:
+        """Run ``case`` on every rank, after whatever ran there before. ``meanwhile``: work of the
+        judge's that a backend whose ranks run elsewhere does while it waits for them."""
 
     def run_isolated(self, index: int, case) -> GroupOutcome:
         """Run ``case`` alone, in a fresh process per rank (the isolation oracle's other half)."""
@@ -80,7 +82,12 @@ class CasePipeline:
         reason = declined_by(backend.stack, case, backend.world_size) or backend.skip_reason(case)
         if reason:
             return skipped_report(self.cfg, case, reason) if backend.leader else None
-        shared = backend.run_shared(index, case)
+        # The reference of every rank, simulated once by the judge where the ranks record their
+        # state for it (a controlled group), while they run the case.
+        expectation = CaseExpectation(case, self.cfg.seed, backend.world_size)
+        early = (self.cfg.check_reference and getattr(backend, "reference_by_judge", False)
+                 and not hasattr(backend.stack, "expected_model"))
+        shared = backend.run_shared(index, case, meanwhile=expectation.compute if early else None)
         if self.events is not None and backend.leader:
             self.events.case_ran(index, case, shared)
         isolate = backend.agree(f"isolate/{index}", lambda: "yes" if should_isolate(self.cfg, shared) else "no")
@@ -96,7 +103,7 @@ class CasePipeline:
             isolated = iso.results
         report = failures = None
         if backend.leader:
-            failures = judge(case, shared, isolated, backend.world_size)
+            failures = judge(case, shared, isolated, backend.world_size, expectation)
             report = case_report(self.cfg, case, shared, failures, self.previous)
         plan = Recycle(backend.agree(f"recycle/{index}", lambda: recycle_plan(shared, failures).value))
         self.previous = case if plan is Recycle.KEEP else None    # a recycled group remembers nothing

@@ -121,7 +121,7 @@ class SpmdBackend:
         self.store.set(f"res/{key}/{self.rank}", json.dumps({"stalled_s": round(idle_s, 1)}))
 
     # --- the backend ---------------------------------------------------------------------------
-    def run_shared(self, index: int, case) -> GroupOutcome:
+    def run_shared(self, index: int, case, meanwhile=None) -> GroupOutcome:
         from harness.faults import fault_hook
 
         key, state = self._key(index), self.state

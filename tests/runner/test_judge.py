@@ -123,7 +123,7 @@ class FakeBackend:
         self.calls = []
         self.shared_failures, self.iso_broken, self.skip = list(shared_failures), iso_broken, skip
 
-    def run_shared(self, index, case):
+    def run_shared(self, index, case, meanwhile=None):
         self.calls.append(("shared", index))
         return GroupOutcome({0: result(0, [entry(0)], failures=self.shared_failures), 1: result(1, [entry(0)])}, [])
 

@@ -36,6 +36,7 @@ from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.tracker import collect, walk_model
 from harness.oracles.findings import Failure, Oracle
 from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
+from harness.oracles.recorded import StepRecorder
 from harness.oracles.reference import FINAL_FIELDS, compare_outputs, compare_states
 from harness.oracles.retention import growth, retained_state
 from harness.reference import expected_model
@@ -60,6 +61,8 @@ class _CaseRun:
     digest: "hashlib._Hash" = dataclasses.field(default_factory=hashlib.sha256)
     phases: dict = dataclasses.field(default_factory=lambda: {"reference": 0.0, "hygiene": 0.0, "stack": 0.0})
     retained: list = dataclasses.field(default_factory=lambda: [0, 0])
+    recorder: StepRecorder | None = None     # the judge compares: record instead (harness.oracles.recorded)
+    check_reference: bool = True
 
     def timed(self, phase: str, started: float) -> None:
         self.phases[phase] += time.perf_counter() - started
@@ -71,10 +74,16 @@ class _CaseRun:
         return not any(f.oracle == Oracle.REFERENCE for f in self.result.failures)
 
 
-def execute_case(case: CaseSpec, state: RankState, fault_hook=None) -> RankResult:
-    """Run ``case`` on this rank. Never raises for a bug in the stack: that becomes a failure."""
+def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool = False) -> RankResult:
+    """Run ``case`` on this rank. Never raises for a bug in the stack: that becomes a failure.
+
+    ``alone``: the isolated re-run of a case (the isolation oracle compares its digest and its
+    collectives with the shared run's; the reference is checked on the shared run)."""
     run = _CaseRun(case, state, RankResult(case=case.name, rank=state.rank),
                    ReusePolicy.parse(case.reuse) if case.reuse else state.settings.reuse, fault_hook)
+    run.check_reference = state.settings.check_reference and not alone
+    if run.check_reference and state.settings.reference_by_judge and not hasattr(state.stack, "expected_model"):
+        run.recorder = StepRecorder()
     started = time.perf_counter()
     checks_before = state.ledger.check_s
     state.morgue.configure(run.reuse, state.rank)
@@ -96,6 +105,10 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None) -> RankResul
         run.fail(classify(exc), f"{type(exc).__name__}: {exc}\n{user_traceback(exc)}")
     finally:
         run.result.collectives = state.ledger.end_case()
+        if run.recorder is not None:
+            t0 = time.perf_counter()
+            run.result.states = run.recorder.to_dict()
+            run.timed("reference", t0)
     _retention(run, sizes_before)
     leftover = leftover_threads(threads_before)
     if leftover:
@@ -165,7 +178,10 @@ def _steps(run: _CaseRun, model, m: int) -> None:
     settings = state.settings
     t0 = time.perf_counter()
     reference = getattr(state.stack, "expected_model", expected_model)
-    expected = reference(case, settings.seed, state.world, state.rank, m) if settings.check_reference else None
+    recorder = run.recorder
+    expected = None
+    if run.check_reference and recorder is None:
+        expected = reference(case, settings.seed, state.world, state.rank, m)
     run.timed("reference", t0)
     snap = None
     for t in range(case.steps):
@@ -181,7 +197,9 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         hash_state(run.digest, snap)
         if case.model.recipe.reduce_amax:
             result.meta_fingerprints.append(meta_fingerprint(snap))
-        if expected is not None:
+        if recorder is not None:
+            recorder.step(m, t, snap, returned)
+        elif expected is not None:
             mismatch = compare_states(expected.steps[t], snap) or \
                 compare_outputs(expected.step_outputs(t), returned)
             result.steps_compared += 1
@@ -194,7 +212,9 @@ def _steps(run: _CaseRun, model, m: int) -> None:
     final = state.stack.final_weights(model)
     hash_state(run.digest, {k: dataclasses.replace(v, amax_history=torch.zeros(0), scale=torch.ones(()),
                                                    scale_inv=torch.ones(())) for k, v in final.items()})
-    if expected is not None:
+    if recorder is not None:
+        recorder.final(m, final)
+    elif expected is not None:
         mismatch = compare_states(expected.final, final, FINAL_FIELDS)
         if mismatch and run.first_reference_failure():
             run.fail(Oracle.REFERENCE, f"after the last step: {mismatch}", step=case.steps, model=m)

@@ -32,6 +32,7 @@ class RankResult:
     models_built: int = 0
     duration_s: float = 0.0
     phase_s: dict = dataclasses.field(default_factory=dict)
+    states: dict = dataclasses.field(default_factory=dict)   # records for the judge's reference check
 
     def to_dict(self) -> dict:
         try:
@@ -40,7 +41,9 @@ class RankResult:
             d = {}
             for field in dataclasses.fields(self):
                 value = getattr(self, field.name)
-                d[field.name] = (list(value) if field.name == "failures" else _plain_copy(value))
+                # the records are built for this dict alone: nothing else holds them
+                d[field.name] = (list(value) if field.name == "failures" else value if field.name == "states"
+                                 else _plain_copy(value))
         except _NotPlain:
             d = dataclasses.asdict(self)
         d["failures"] = [f.to_dict() if isinstance(f, Failure) else f for f in self.failures]

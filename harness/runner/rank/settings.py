@@ -31,6 +31,7 @@ class RankSettings:
     check_reference: bool
     precheck: bool                 # compare each collective's shape across ranks before issuing it
     ub_link_gbps: float | None     # the modelled Userbuffers link (None: as fast as the copy)
+    reference_by_judge: bool       # ranks record their FP8 state; the judge compares (harness.oracles.recorded)
 
     def sut_options(self) -> dict | None:
         return {"inject": self.inject} if self.inject else None

@@ -99,7 +99,7 @@ def _isolated_child(state, request: dict) -> dict:
         state.join_group(store, prefix=f"{token}/pg/")
         state.begin_case(token)
     try:
-        result = execute_case(case, state)
+        result = execute_case(case, state, alone=True)
     finally:
         # The child leaves by os._exit, which skips atexit: release what the case created in
         # shared memory here (its Userbuffers communicators), or nothing would. A controller

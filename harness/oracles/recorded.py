@@ -1,0 +1,205 @@
+"""The reference oracle at the judge: ranks record their FP8 state, the judge compares it once.
+
+In a controlled group (a controller and its ranks on one host) the ranks do not compute the
+reference. After every step a rank packs what it would have compared -- every role's meta and
+bytes from the stack's snapshot, and the tensors ``forward_backward`` returned -- into one byte
+string (:class:`StepRecorder`; nothing of the model is kept), and its result carries the case's
+records. The controller simulates each model of the case once for every rank
+(:class:`CaseExpectation`, :func:`harness.reference.expected_models`), in the time it waits for
+the ranks, and :func:`check_recorded` compares every rank's records with it through the same
+functions a rank would call (:mod:`harness.oracles.reference`): the same finding, the same first
+element with both values and both bit patterns, the same ``step`` and ``model``.
+
+Why: with two ranks on two cores, each rank simulating the whole group before its steps put
+the simulation twice on the critical path of every case (14.7 % of a rank's case time in the
+bench); one simulation on the controller overlaps the ranks' own work. A stack with a reference
+of its own (``expected_model``: TE, torchao) is compared on its ranks as before: its reference
+may need the stack's process.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+
+import torch
+
+from harness.fp8.state import RoleState
+from harness.oracles.findings import Failure, Oracle
+from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, compare_outputs, compare_states
+
+_STATE, _OUTPUT, _FINAL = "s", "o", "f"
+_DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
+                               torch.int8, torch.int32, torch.int64, torch.float8_e4m3fn, torch.float8_e5m2)}
+
+
+class StepRecorder:
+    """A rank's records of one case: ``(model, step, kind, name, dtype, shape)`` per tensor, and
+    the tensors' bytes, packed one step at a time."""
+
+    def __init__(self):
+        self.layout: list[list] = []
+        self.chunks: list[bytes] = []
+
+    def _add(self, model: int, step: int, kind: str, named: list) -> None:
+        entries, flat = [], []
+        for name, t in named:
+            t = t.detach()
+            if t.device.type != "cpu":
+                t = t.cpu()
+            entries.append([model, step, kind, name, str(t.dtype), list(t.shape)])
+            one = t.reshape(-1)
+            if one.numel() and one.stride(0) != 1:      # a strided view (a size-1 dim keeps its stride)
+                one = torch.empty(one.shape, dtype=one.dtype).copy_(one)
+            flat.append(one.view(torch.uint8))
+        if flat:
+            self.chunks.append(torch.cat(flat).numpy().tobytes())
+        self.layout += entries
+
+    def step(self, model: int, step: int, snapshot: dict, returned: dict) -> None:
+        """After step ``step`` of model ``model``: the snapshot and what the step returned."""
+        self._add(model, step, _STATE, _state_tensors(snapshot, STEP_FIELDS))
+        self._add(model, step, _OUTPUT, sorted(returned.items()))
+
+    def final(self, model: int, weights: dict) -> None:
+        """After the last optimizer step of model ``model``: what its weights are."""
+        self._add(model, -1, _FINAL, _state_tensors(weights, FINAL_FIELDS))
+
+    def to_dict(self) -> dict:
+        return {"layout": self.layout, "data": base64.b64encode(b"".join(self.chunks)).decode("ascii")}
+
+
+def _state_tensors(states: dict, fields) -> list:
+    out = []
+    for key in sorted(states):
+        st = states[key]
+        for field in fields:
+            t = getattr(st, field)
+            if t is not None:
+                out.append((f"{key}|{field}", t))
+    return out
+
+
+class Records:
+    """A rank's records unpacked: per (model, step) the snapshot and the returned tensors; per
+    model the final weights. Steps in the order they ran."""
+
+    def __init__(self, recorded: dict):
+        data = bytearray(base64.b64decode(recorded["data"]))
+        self.steps: dict[tuple, dict] = {}     # (model, step) -> {"s": {key: RoleState}, "o": {name: tensor}}
+        self.finals: dict[int, dict] = {}
+        offset = 0
+        fields: dict[tuple, dict] = {}         # (model, step, kind, key) -> field -> tensor
+        for model, step, kind, name, dtype, shape in recorded["layout"]:
+            dt = _DTYPES[dtype]
+            numel = 1
+            for n in shape:
+                numel *= n
+            nbytes = numel * dt.itemsize
+            if nbytes:
+                t = torch.frombuffer(data, dtype=torch.uint8, count=nbytes, offset=offset).view(dt).reshape(shape)
+            else:
+                t = torch.empty(shape, dtype=dt)
+            offset += nbytes
+            if kind == _OUTPUT:
+                self.steps.setdefault((model, step), {_STATE: {}, _OUTPUT: {}})[_OUTPUT][name] = t
+            else:
+                key, field = name.split("|")
+                fields.setdefault((model, step, kind, key), {})[field] = t
+                if kind == _STATE:
+                    self.steps.setdefault((model, step), {_STATE: {}, _OUTPUT: {}})
+        for (model, step, kind, key), by_field in fields.items():
+            state = RoleState(*(by_field.get(f) for f in STEP_FIELDS))
+            if kind == _STATE:
+                self.steps[(model, step)][_STATE][key] = state
+            else:
+                self.finals.setdefault(model, {})[key] = state
+
+
+class CaseExpectation:
+    """The reference of one case for every rank: each model simulated at most once, on first need
+    (:meth:`compute` does them all, while the ranks run the case)."""
+
+    def __init__(self, case, run_seed: int, world_size: int):
+        self.case, self.run_seed, self.world_size = case, run_seed, world_size
+        self._models: dict[int, list] = {}
+        self._packed: dict[int, dict] = {}
+
+    def model(self, index: int) -> list:
+        """Model ``index``'s expected states, by rank."""
+        if index not in self._models:
+            from harness.reference import expected_models
+
+            with _one_thread():
+                self._models[index] = expected_models(self.case, self.run_seed, self.world_size, index)
+        return self._models[index]
+
+    def compute(self) -> None:
+        for r in range(self.world_size):
+            self.packed(r)
+
+    def packed(self, rank: int) -> dict:
+        """What rank ``rank`` records when it runs the whole case as the reference says it must
+        (:class:`StepRecorder`'s form): equal records are equal bits, compared in one go."""
+        if rank not in self._packed:
+            recorder = StepRecorder()
+            for m in range(self.case.models):
+                expected = self.model(m)[rank]
+                for t in range(self.case.steps):
+                    recorder.step(m, t, expected.steps[t], expected.step_outputs(t))
+                recorder.final(m, expected.final)
+            self._packed[rank] = recorder.to_dict()
+        return self._packed[rank]
+
+
+@contextlib.contextmanager
+def _one_thread():
+    """The reference's GEMMs on one thread, as on the ranks: a different thread count may sum in a
+    different order, and the comparison is bit for bit. The caller's setting is restored."""
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
+
+
+def check_recorded(result, expectation: CaseExpectation) -> None:
+    """Compare one rank's records (``result.states``) with the reference, as the rank would have:
+    every step's snapshot and returned tensors, then each model's final weights; the first
+    difference becomes the rank's reference failure. Sets ``result.steps_compared``."""
+    if not result.states:
+        return
+    if result.states == expectation.packed(result.rank):
+        # Every step's records as the reference's, in the same layout: the same bits throughout.
+        result.steps_compared += len({(m, t) for m, t, kind, *_ in result.states["layout"] if kind == _STATE})
+        return
+    rank = result.rank
+    try:
+        records = Records(result.states)
+    except Exception as exc:      # records that do not parse are a finding, never a pass
+        result.failures.append(Failure(Oracle.ERROR, f"the records of this rank's FP8 state cannot be read: "
+                                                     f"{type(exc).__name__}: {exc}", rank=rank))
+        return
+    first = not any(f.oracle == Oracle.REFERENCE for f in result.failures)
+    compared = 0
+    models = sorted({m for m, _ in records.steps} | set(records.finals))
+    for m in models:
+        expected = expectation.model(m)[rank]
+        for (mm, t) in sorted(k for k in records.steps if k[0] == m):
+            got = records.steps[(mm, t)]
+            mismatch = compare_states(expected.steps[t], got[_STATE]) or \
+                compare_outputs(expected.step_outputs(t), got[_OUTPUT])
+            compared += 1
+            if mismatch and first:
+                result.failures.append(Failure(Oracle.REFERENCE, mismatch, rank=rank, step=t, model=m))
+                first = False
+        if m in records.finals:
+            mismatch = compare_states(expected.final, records.finals[m], FINAL_FIELDS)
+            if mismatch and first:
+                result.failures.append(Failure(Oracle.REFERENCE, f"after the last step: {mismatch}", rank=rank,
+                                               step=expectation.case.steps, model=m))
+                first = False
+    result.steps_compared += compared
