@@ -53,15 +53,18 @@ def test_the_declared_registries_alone_do_not_show_the_undeclared_cache():
 def test_an_undeclared_id_keyed_cache_is_named_by_hygiene():
     case = CASES["delayed/te-default-init-cast"].with_(steps=1)
     result = run(case, init_cast_cache.STACK)
-    assert result.failures and {f.oracle for f in result.failures} == {"hygiene"}
-    lines = [f.detail for f in result.failures]
+    hygiene = [f for f in result.failures if f.oracle == "hygiene"]
+    # When the allocator happens to give a later weight a cached (dead) id, that weight starts
+    # from the dead one's cast and the reference sees it too: the only other finding allowed.
+    assert hygiene and {f.oracle for f in result.failures} <= {"hygiene", "reference"}, result.failures
+    lines = [f.detail for f in hygiene]
     assert all(line.startswith(UNDECLARED) and "not among its registries()" in line for line in lines), lines
     # The first model, on an empty cache: both layers' weight bytes, by the dead tensor's path.
     # (Later models' lines may name another dead object that took a cached id by natural reuse.)
-    first = [f.detail for f in result.failures if f.model == 0]
+    first = [f.detail for f in hygiene if f.model == 0]
     assert sorted(line.split(" of dead ")[1].split(" (")[0] for line in first) == \
         ["model.layers[0].weight._data", "model.layers[1].weight._data"], first
-    assert {f.model for f in result.failures} == set(range(case.models))
+    assert {f.model for f in hygiene} == set(range(case.models))
 
 
 def test_declared_registries_are_not_reported_twice():
