@@ -1,7 +1,8 @@
 """The collective precheck: ranks compare each collective's shape out of band before issuing it.
 
-Before its k-th collective of a case, a rank publishes (op, group, reduce op, shapes, dtypes) in
-the store under position k and waits, with the deadline, until every peer of that group has
+Before its k-th collective of a case, a rank publishes (op, group, reduce op, shapes, dtypes)
+under position k (in the store, or over the group's sockets: :mod:`harness.collectives.exchange`)
+and waits, with the deadline, until every peer of that group has
 published its own position k. Any difference, or a peer that ended the case with fewer
 collectives, raises :class:`CollectiveMismatch` on the spot: nothing mismatched reaches gloo,
 which aborts the process on a size mismatch and waits out its timeout on a kind mismatch
@@ -27,6 +28,7 @@ import datetime
 import json
 
 from harness.collectives.entry import describe, shape_signature
+from harness.collectives.exchange import ExchangeTimeout, PeerGone, StoreExchange
 from harness.collectives.registry_digest import registry_divergence, registry_summary
 from harness.errors import DeadlineExceeded, HarnessError
 
@@ -45,9 +47,12 @@ class PeerLeftCase(HarnessError):
 
 class CollectivePrecheck:
     """One rank's side. Positions are per case; at the case's end a rank writes an end marker at
-    the position after its last collective, so a peer waiting there learns it at once."""
+    the position after its last collective, so a peer waiting there learns it at once.
 
-    def __init__(self, store, rank: int, deadline_s: float):
+    ``exchange``: how the messages travel (:mod:`harness.collectives.exchange`); the group's
+    store unless given. ``store`` stays the group's store either way (faults coordinate there)."""
+
+    def __init__(self, store, rank: int, deadline_s: float, exchange=None):
         self.store = store
         self.rank = rank
         self.deadline_s = deadline_s
@@ -55,9 +60,11 @@ class CollectivePrecheck:
         self.registries = None     # the stack's registries() while a case runs (watch)
         self.agreed = None         # (position, call sites) where the registries last agreed
         self.store.set_timeout(datetime.timedelta(seconds=deadline_s))
+        self.exchange = exchange if exchange is not None else StoreExchange(store)
 
     def begin_case(self, token: str) -> None:
         self.prefix = f"pc/{token}/"
+        self.exchange.begin(self.prefix)
         self.agreed = None
 
     def watch(self, stack) -> None:
@@ -69,7 +76,10 @@ class CollectivePrecheck:
         """``failed``: the case ended here on an exception, so a peer waiting at position ``count``
         must not read it as "this rank has fewer collectives" (that is a cross-rank finding)."""
         if self.prefix is not None:
-            self.store.set(f"{self.prefix}{count}/{self.rank}", json.dumps({"end": count, "failed": failed}))
+            try:
+                self.exchange.publish(count, self.rank, json.dumps({"end": count, "failed": failed}))
+            except ExchangeTimeout:
+                pass      # a peer that reads nothing for a whole deadline is reported by its own case
         self.prefix = None
 
     def __call__(self, entry: dict) -> None:
@@ -78,18 +88,23 @@ class CollectivePrecheck:
         k = entry["seq"]
         mine = shape_signature(entry)
         regs = registry_summary(self.registries()) if self.registries is not None else None
-        self.store.set(f"{self.prefix}{k}/{self.rank}",
-                       json.dumps({"sig": mine, "sites": entry["sites"][:4], "regs": regs}))
+        where = entry["sites"][0] if entry["sites"] else ""
+        try:
+            self.exchange.publish(k, self.rank, json.dumps({"sig": mine, "sites": entry["sites"][:4], "regs": regs}))
+        except ExchangeTimeout:
+            raise DeadlineExceeded(f"collective #{k} {describe(mine)}: a peer read nothing of this rank's",
+                                   self.deadline_s, where) from None
         for peer in entry["group"]:
             if peer == self.rank:
                 continue
             try:
-                theirs = json.loads(self.store.get(f"{self.prefix}{k}/{peer}"))   # blocks up to the deadline
-            except Exception as exc:   # the store's timeout (DistStoreError)
-                if "timeout" not in str(exc).lower() and "timed out" not in str(exc).lower():
-                    raise
+                theirs = json.loads(self.exchange.fetch(k, peer))     # waits up to the deadline
+            except ExchangeTimeout:
                 raise DeadlineExceeded(f"collective #{k} {describe(mine)}: rank {peer} did not reach it",
-                                       self.deadline_s, entry["sites"][0] if entry["sites"] else "") from None
+                                       self.deadline_s, where) from None
+            except PeerGone:
+                raise PeerLeftCase(f"rank {peer} is gone (its process ended) while rank {self.rank} waited for "
+                                   f"it at collective #{k} {describe(mine)}") from None
             if "end" in theirs and theirs.get("failed"):
                 raise PeerLeftCase(f"rank {peer} left the case on an error after {theirs['end']} collectives, "
                                    f"while rank {self.rank} waited for it at collective #{k} {describe(mine)}")

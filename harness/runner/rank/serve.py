@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 
 from harness.case.spec import CaseSpec
+from harness.collectives.exchange import SocketExchange, connect_peers
 from harness.faults import fault_hook
 from harness.idreuse.tracker import freeze_imports
 from harness.runner import messages as msg
@@ -45,6 +46,7 @@ class Worker:
         freeze_imports()
         self.zygote = Zygote(self.state).start()
         self.conn = None
+        self.exchange = None
         self._send_lock = threading.Lock()
 
     def send(self, m) -> None:
@@ -68,7 +70,13 @@ class Worker:
         state.ledger.on_progress = self.watchdog.progress
         store = dist.TCPStore("127.0.0.1", int(env["HARNESS_STORE_PORT"]), is_master=False,
                               timeout=datetime.timedelta(seconds=max(30.0, state.settings.deadline_s)))
-        state.join_group(store)
+        # Every rank of a controlled group is on this host: the precheck talks over direct sockets
+        # rather than through the controller's store (harness.collectives.exchange).
+        if state.settings.precheck and self.world > 1:
+            peers = connect_peers(os.path.basename(self.run_dir), self.rank, self.world, store,
+                                  state.settings.deadline_s)
+            self.exchange = SocketExchange(peers, state.settings.deadline_s)
+        state.join_group(store, exchange=self.exchange)
         self.send(msg.Ready(rank=self.rank))
 
     # --- the loop ------------------------------------------------------------------------------
@@ -116,3 +124,5 @@ class Worker:
     def close(self) -> None:
         self.zygote.close()
         self.state.leave_group()
+        if self.exchange is not None:
+            self.exchange.close()

@@ -95,8 +95,10 @@ class RankState:
         self.graveyard.dead.clear()
 
     # --- the process group ---------------------------------------------------------------------
-    def join_group(self, store, prefix: str = "pg/") -> None:
-        """Join this rank's gloo process group through ``store`` and set up the precheck."""
+    def join_group(self, store, prefix: str = "pg/", exchange=None) -> None:
+        """Join this rank's gloo process group through ``store`` and set up the precheck
+        (``exchange``: how its messages travel, :mod:`harness.collectives.exchange`; the store's
+        keys unless given)."""
         import torch.distributed as dist
 
         from harness.collectives.precheck import CollectivePrecheck
@@ -104,7 +106,7 @@ class RankState:
         self._store = store
         self._init_process_group(prefix)
         if self.settings.precheck:
-            self.ledger.precheck = CollectivePrecheck(store, self.rank, self.settings.deadline_s)
+            self.ledger.precheck = CollectivePrecheck(store, self.rank, self.settings.deadline_s, exchange)
         self.group = dist.group.WORLD
 
     def renew_group(self, generation: int) -> None:
