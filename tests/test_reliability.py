@@ -220,3 +220,14 @@ def test_mpirun_launcher_without_mpirun_on_path(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: --launcher mpirun: no mpirun on PATH"), run.stderr
     assert not (tmp_path / "r.json").exists()
     run.assert_nothing_left()
+
+
+def test_sigterm_to_the_bench_stops_its_groups_and_keeps_the_figures_measured(tmp_path):
+    json_path = tmp_path / "bench.json"
+    run = Controller(tmp_path, ["--quick", "--only", "launch", "--json", str(json_path)], command="bench")
+    # The first round's line: the bare group and the round's persistent groups are up by then.
+    assert run.next_line_starting("  round 1/") is not None, run.stderr
+    run.proc.send_signal(signal.SIGTERM)
+    assert run.finish(timeout=120) == 130, run.stderr
+    assert "interrupted (SIGTERM)" in run.stderr
+    run.assert_nothing_left()

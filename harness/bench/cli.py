@@ -122,13 +122,18 @@ def main(argv=None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from harness.runner.interrupts import Interrupted, interruptible
+
     try:
-        figures = run_bench(chosen, knobs, args, argv)
+        # SIGTERM as SIGINT: the groups of the figure under way are stopped on the way out, and the
+        # figures already measured are in the JSON file.
+        with interruptible():
+            figures = run_bench(chosen, knobs, args, argv)
     except (SetupError, HarnessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        print(f"interrupted ({exc.args[0] if exc.args else 'SIGINT'})", file=sys.stderr)
         return 130
     if args.check and any(f.ok is False for f in figures):
         return 1

@@ -15,7 +15,6 @@ import os
 from harness.runner.cleanup import processes_with_env
 
 SHM_DIR = "/dev/shm"
-RUN_DIR_PREFIX = "fp8h-run-"
 
 
 def describe_processes(pids: list[int]) -> str:
@@ -40,9 +39,12 @@ def shm_segments(prefix: str) -> list[str]:
 
 
 def run_dirs(folder: str) -> list[str]:
-    """The controller's run folders (``fp8h-run-*``) in ``folder``."""
+    """The folders a run makes in ``folder`` (its TMPDIR): a group's ``fp8h-run-*``, the bench's
+    bare group's ``fp8h-bench-bare-*`` (every name that starts with the one prefix they share)."""
+    from harness.runner.cleanup import PREFIX
+
     try:
-        return sorted(n for n in os.listdir(folder) if n.startswith(RUN_DIR_PREFIX))
+        return sorted(n for n in os.listdir(folder) if n.startswith(PREFIX))
     except FileNotFoundError:
         return []
 

@@ -23,10 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class HarnessRun:
-    """``python -m harness run ARGS`` in ``cwd``; ``env_extra`` values of None remove a variable."""
+    """``python -m harness COMMAND ARGS`` in ``cwd`` (``run`` unless told); ``env_extra`` values of
+    None remove a variable."""
 
     def __init__(self, workdir: Path, args: list[str], name: str = "run", env_extra: dict | None = None,
-                 cwd: Path | None = None, python: str | None = None):
+                 cwd: Path | None = None, python: str | None = None, command: str = "run"):
         python = python or sys.executable
         self.token = secrets.token_hex(6)
         self.tmpdir = Path(workdir) / f"{name}-tmp"
@@ -40,7 +41,7 @@ class HarnessRun:
             else:
                 env[key] = value
         self._stderr = open(self.stderr_path, "w")
-        self.proc = subprocess.Popen([python, "-m", "harness", "run"] + list(args), cwd=cwd or ROOT, env=env,
+        self.proc = subprocess.Popen([python, "-m", "harness", command] + list(args), cwd=cwd or ROOT, env=env,
                                      text=True, stdout=subprocess.PIPE, stderr=self._stderr)
         self.lines: list[str] = []
 
