@@ -38,17 +38,6 @@ def shm_segments(prefix: str) -> list[str]:
         return []
 
 
-def run_dirs(folder: str) -> list[str]:
-    """The folders a run makes in ``folder`` (its TMPDIR): a group's ``fp8h-run-*``, the bench's
-    bare group's ``fp8h-bench-bare-*`` (every name that starts with the one prefix they share)."""
-    from harness.runner.cleanup import PREFIX
-
-    try:
-        return sorted(n for n in os.listdir(folder) if n.startswith(PREFIX))
-    except FileNotFoundError:
-        return []
-
-
 def group_leftovers(run_dir: str, shm_prefix: str) -> dict[str, list]:
     """What a stopped rank group left: its processes, its segments, its run folder."""
     return {

@@ -37,7 +37,8 @@ import tempfile
 import time
 
 from harness.faults.cases import EXPECT, check_fault_case, fault_case, normal_case
-from harness.faultmatrix.leaks import group_leftovers, processes_with_env, run_dirs
+from harness.faultmatrix.leaks import group_leftovers, processes_with_env
+from harness.runner.cleanup import run_folders
 
 WORLD = 2
 MARK = "FP8H_MATRIX_MARK"
@@ -222,7 +223,7 @@ def main(argv=None) -> int:
             rows.append(measure_controller_signals(launcher, signal_runs, args.deadline, workdir))
         print(f"{launcher}: done after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     stray = processes_with_env(MARK, token)
-    dirs_left = run_dirs(workdir)
+    dirs_left = run_folders(workdir)
     result = {
         "date": datetime.date.today().isoformat(),
         "command": "python -m harness.faultmatrix " + " ".join(argv if argv is not None else sys.argv[1:]),

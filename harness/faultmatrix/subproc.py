@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.faultmatrix.leaks import processes_with_env, run_dirs, shm_segments
+from harness.faultmatrix.leaks import processes_with_env, shm_segments
+from harness.runner.cleanup import run_folders
 
 MARK = "FP8H_RUN_MARK"
 CASE_MARKS = ("PASS ", "FAIL ", "ERROR ", "SKIP ")
@@ -78,4 +79,4 @@ class HarnessRun:
         pid = self.proc.pid
         procs = sorted(set(processes_with_env(MARK, self.token))
                        | set(processes_with_env("HARNESS_CONTROLLER_PID", str(pid))))
-        return {"processes": procs, "segments": shm_segments(f"fp8h-{pid}-"), "run_dirs": run_dirs(str(self.tmpdir))}
+        return {"processes": procs, "segments": shm_segments(f"fp8h-{pid}-"), "run_dirs": run_folders(str(self.tmpdir))}

@@ -21,16 +21,23 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import math
 
 import torch
 
 from harness.fp8.state import RoleState
 from harness.oracles.findings import Failure, Oracle
-from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, compare_outputs, compare_states
+from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, final_mismatch, step_mismatch
 
 _STATE, _OUTPUT, _FINAL = "s", "o", "f"
 _DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
                                torch.int8, torch.int32, torch.int64, torch.float8_e4m3fn, torch.float8_e5m2)}
+
+
+def judge_checks_reference(by_judge: bool, stack) -> bool:
+    """Whether the judge checks ``stack``'s reference, where ranks can record for it
+    (``by_judge``): yes unless the stack brings a reference of its own (``expected_model``)."""
+    return by_judge and not hasattr(stack, "expected_model")
 
 
 class StepRecorder:
@@ -92,10 +99,7 @@ class Records:
         fields: dict[tuple, dict] = {}         # (model, step, kind, key) -> field -> tensor
         for model, step, kind, name, dtype, shape in recorded["layout"]:
             dt = _DTYPES[dtype]
-            numel = 1
-            for n in shape:
-                numel *= n
-            nbytes = numel * dt.itemsize
+            nbytes = math.prod(shape) * dt.itemsize
             if nbytes:
                 t = torch.frombuffer(data, dtype=torch.uint8, count=nbytes, offset=offset).view(dt).reshape(shape)
             else:
@@ -190,16 +194,15 @@ def check_recorded(result, expectation: CaseExpectation) -> None:
         expected = expectation.model(m)[rank]
         for (mm, t) in sorted(k for k in records.steps if k[0] == m):
             got = records.steps[(mm, t)]
-            mismatch = compare_states(expected.steps[t], got[_STATE]) or \
-                compare_outputs(expected.step_outputs(t), got[_OUTPUT])
+            mismatch = step_mismatch(expected, t, got[_STATE], got[_OUTPUT])
             compared += 1
             if mismatch and first:
                 result.failures.append(Failure(Oracle.REFERENCE, mismatch, rank=rank, step=t, model=m))
                 first = False
         if m in records.finals:
-            mismatch = compare_states(expected.final, records.finals[m], FINAL_FIELDS)
+            mismatch = final_mismatch(expected, records.finals[m])
             if mismatch and first:
-                result.failures.append(Failure(Oracle.REFERENCE, f"after the last step: {mismatch}", rank=rank,
-                                               step=expectation.case.steps, model=m))
+                result.failures.append(Failure(Oracle.REFERENCE, mismatch, rank=rank, step=expectation.case.steps,
+                                               model=m))
                 first = False
     result.steps_compared += compared

@@ -43,6 +43,18 @@ def compare_states(expected: dict[str, RoleState], actual: dict[str, RoleState],
     return None
 
 
+def step_mismatch(expected, step: int, snapshot: dict, returned: dict) -> str | None:
+    """Step ``step`` of one model against its :class:`ExpectedModel`: the snapshot's FP8 state,
+    then what ``forward_backward`` returned. None when both are equal bit for bit."""
+    return compare_states(expected.steps[step], snapshot) or compare_outputs(expected.step_outputs(step), returned)
+
+
+def final_mismatch(expected, weights: dict) -> str | None:
+    """What the weights are after the model's last optimizer step (:data:`FINAL_FIELDS`)."""
+    mismatch = compare_states(expected.final, weights, FINAL_FIELDS)
+    return f"after the last step: {mismatch}" if mismatch else None
+
+
 OUTPUT_ORDER = ("output", "grad_input")   # then layer{i}.weight_grad, by layer
 
 

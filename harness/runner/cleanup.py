@@ -106,6 +106,15 @@ def owner_alive(owner: dict) -> bool:
     return start is not None and start == owner.get("start")
 
 
+def run_folders(folder: str) -> list[str]:
+    """The names in ``folder`` under the one prefix of every run folder (a group's ``fp8h-run-*``,
+    the bench's bare group's ``fp8h-bench-bare-*``), sorted; none if ``folder`` cannot be read."""
+    try:
+        return sorted(n for n in os.listdir(folder) if n.startswith(PREFIX))
+    except OSError:
+        return []
+
+
 def sweep_abandoned(folder: str | None = None) -> list[str]:
     """Remove the run folders in ``folder`` (the temp folder by default) whose owner is dead, with
     their shared-memory segments and any process still carrying the folder in its environment.
@@ -115,11 +124,7 @@ def sweep_abandoned(folder: str | None = None) -> list[str]:
     """
     folder = folder or tempfile.gettempdir()
     removed = []
-    try:
-        names = [n for n in os.listdir(folder) if n.startswith(PREFIX)]
-    except OSError:
-        return removed
-    for name in names:
+    for name in run_folders(folder):
         path = os.path.join(folder, name)
         try:
             with open(os.path.join(path, OWNER_FILE)) as fh:

@@ -18,7 +18,7 @@ from typing import Callable, Protocol
 
 from harness.errors import HarnessError
 from harness.oracles.findings import Failure, Oracle
-from harness.oracles.recorded import CaseExpectation
+from harness.oracles.recorded import CaseExpectation, judge_checks_reference
 from harness.report.model import CaseReport
 from harness.runner.judge import (GroupOutcome, Recycle, case_report, judge, recycle_plan, should_isolate,
                                   skipped_report)
@@ -85,8 +85,8 @@ class CasePipeline:
         # The reference of every rank, simulated once by the judge where the ranks record their
         # state for it (a controlled group), while they run the case.
         expectation = CaseExpectation(case, self.cfg.seed, backend.world_size)
-        early = (self.cfg.check_reference and getattr(backend, "reference_by_judge", False)
-                 and not hasattr(backend.stack, "expected_model"))
+        early = self.cfg.check_reference and judge_checks_reference(getattr(backend, "reference_by_judge", False),
+                                                                    backend.stack)
         shared = backend.run_shared(index, case, meanwhile=expectation.compute if early else None)
         if self.events is not None and backend.leader:
             self.events.case_ran(index, case, shared)

@@ -36,8 +36,8 @@ from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.tracker import collect, walk_model
 from harness.oracles.findings import Failure, Oracle
 from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
-from harness.oracles.recorded import StepRecorder
-from harness.oracles.reference import FINAL_FIELDS, compare_outputs, compare_states
+from harness.oracles.recorded import StepRecorder, judge_checks_reference
+from harness.oracles.reference import final_mismatch, step_mismatch
 from harness.oracles.retention import growth, retained_state
 from harness.reference import expected_model
 from harness.runner.rank.result import RankResult, hash_state, meta_fingerprint
@@ -82,7 +82,7 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     run = _CaseRun(case, state, RankResult(case=case.name, rank=state.rank),
                    ReusePolicy.parse(case.reuse) if case.reuse else state.settings.reuse, fault_hook)
     run.check_reference = state.settings.check_reference and not alone
-    if run.check_reference and state.settings.reference_by_judge and not hasattr(state.stack, "expected_model"):
+    if run.check_reference and judge_checks_reference(state.settings.reference_by_judge, state.stack):
         run.recorder = StepRecorder()
     started = time.perf_counter()
     checks_before = state.ledger.check_s
@@ -200,8 +200,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         if recorder is not None:
             recorder.step(m, t, snap, returned)
         elif expected is not None:
-            mismatch = compare_states(expected.steps[t], snap) or \
-                compare_outputs(expected.step_outputs(t), returned)
+            mismatch = step_mismatch(expected, t, snap, returned)
             result.steps_compared += 1
             if mismatch and run.first_reference_failure():
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
@@ -215,9 +214,9 @@ def _steps(run: _CaseRun, model, m: int) -> None:
     if recorder is not None:
         recorder.final(m, final)
     elif expected is not None:
-        mismatch = compare_states(expected.final, final, FINAL_FIELDS)
+        mismatch = final_mismatch(expected, final)
         if mismatch and run.first_reference_failure():
-            run.fail(Oracle.REFERENCE, f"after the last step: {mismatch}", step=case.steps, model=m)
+            run.fail(Oracle.REFERENCE, mismatch, step=case.steps, model=m)
 
 
 def _step_data(case: CaseSpec, state: RankState, m: int, t: int):
