@@ -24,8 +24,9 @@ import time
 import pytest
 
 from harness.faults.cases import EXPECT, check_fault_case, fault_case, normal_case
-from harness.faultmatrix.leaks import describe_processes, group_leftovers, processes_with_env, run_dirs, shm_segments
+from harness.faultmatrix.leaks import describe_processes, group_leftovers, processes_with_env, shm_segments
 from harness.pytest_plugin import config_from, failure_text
+from harness.runner.cleanup import run_folders
 
 pytestmark = pytest.mark.faults
 
@@ -158,4 +159,4 @@ def test_nothing_left_behind(fault_groups):
     assert pids == [], describe_processes(pids)
     new_segments = set(shm_segments(f"fp8h-{os.getpid()}-")) - fault_groups.shm_before
     assert new_segments == set()
-    assert run_dirs(fault_groups.tmp_root) == []
+    assert run_folders(fault_groups.tmp_root) == []
