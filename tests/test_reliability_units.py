@@ -137,3 +137,35 @@ def test_a_case_file_with_a_bad_fault_is_one_line(tmp_path, capsys):
     assert cli_main(["run", "--case-file", str(path), "--list"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "unknown fault kind 'explode'" in err[0], err
+
+
+# --- a signal during a clean-up waits for it -------------------------------------------------------
+
+def test_a_first_signal_during_a_deferred_clean_up_is_raised_after_it_not_inside_it():
+    import os
+    import signal
+
+    from harness.runner.interrupts import Interrupted, interruptible
+
+    steps = []
+    with pytest.raises(Interrupted, match="SIGTERM"):
+        with interruptible() as signals:
+            with signals.deferred():
+                os.kill(os.getpid(), signal.SIGTERM)     # the handler runs before the next line
+                steps.append("clean-up went on")
+            steps.append("not reached")
+    assert steps == ["clean-up went on"]
+
+
+def test_outside_a_deferred_clean_up_the_first_signal_interrupts_at_once():
+    import os
+    import signal
+
+    from harness.runner.interrupts import Interrupted, interruptible
+
+    steps = []
+    with pytest.raises(Interrupted, match="SIGTERM"):
+        with interruptible():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("not reached")
+    assert steps == []

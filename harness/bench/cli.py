@@ -127,8 +127,8 @@ def main(argv=None) -> int:
     try:
         # SIGTERM as SIGINT: the groups of the figure under way are stopped on the way out, and the
         # figures already measured are in the JSON file.
-        with interruptible():
-            figures = run_bench(chosen, knobs, args, argv)
+        with interruptible() as signals:
+            figures = run_bench(chosen, knobs, args, argv, signals)
     except (SetupError, HarnessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -140,8 +140,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def run_bench(chosen: list[str], knobs: dict, args, argv: list[str]) -> list:
-    """Measure the chosen figure groups in order; print the table; write JSON after each group."""
+def run_bench(chosen: list[str], knobs: dict, args, argv: list[str], signals) -> list:
+    """Measure the chosen figure groups in order; print the table; write JSON after each group.
+    ``signals``: the :func:`~harness.runner.interrupts.interruptible` block's, for the clean-up."""
     from harness.bench.figures import table, write_json
 
     started = time.monotonic()
@@ -197,7 +198,8 @@ def run_bench(chosen: list[str], knobs: dict, args, argv: list[str]) -> list:
             done(new)
     finally:
         if bare is not None:
-            bare.stop()
+            with signals.deferred():      # a signal now must not leave the bare group's folder behind
+                bare.stop()
     print()
     print(table(figures))
     print(f"\n{len(figures)} figures in {time.monotonic() - started:.0f} s"

@@ -64,7 +64,7 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
     launcher = spmd.launcher if spmd is not None else cfg.launcher.value
     report = RunReport(cfg.sut, launcher, cfg.world_size, cfg.seed, cfg.reuse.text())
     leader = spmd is None or spmd.rank == 0     # only rank 0 of an SPMD launch writes the reports
-    with interruptible():
+    with interruptible() as signals:
         session = None
         try:
             session = open_session(cfg, events, spmd)
@@ -83,8 +83,12 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
             report.interrupted = f"the run stopped: {exc}"
             raise
         finally:
-            if session is not None:
-                session.close()
+            try:
+                with signals.deferred():
+                    if session is not None:
+                        session.close()
+            except Interrupted as exc:     # after the last case, while its group was stopped
+                report.interrupted = f"controller received {exc.args[0]}"
             if report.interrupted and on_case is not None and leader:
                 on_case(report)      # the reports say the run was interrupted, with every finished case
     return report if leader else None
