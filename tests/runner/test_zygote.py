@@ -198,6 +198,34 @@ def test_each_isolated_run_is_a_spare_that_warmed_up_first_and_ran_nothing_else(
     assert answers[0]["ok"]["digest"] == answers[1]["ok"]["digest"]   # and both ran the case alone
 
 
+def test_a_warming_stack_keeps_two_spares_and_dismisses_them_at_close(tmp_path):
+    from harness.runner.rank.zygote import spare_count
+
+    assert spare_count(CountingStack()) == 1
+    log = tmp_path / "log"
+    stack = WarmingStack(log)
+    assert spare_count(stack) == 2
+    stack.reset()
+    zygote = Zygote(RankState(SETTINGS, 1, stack)).start()
+    try:
+        answers = [zygote.run(isolated_request(CASE, f"t{i}", None), timeout=60) for i in range(3)]
+    finally:
+        zygote.close()      # returns once the zygote has dismissed and reaped its spares
+    assert all("ok" in a for a in answers), answers
+    events = [line.split() for line in log.read_text().splitlines()]
+    warmed = [pid for what, pid, *_ in events if what == "warm"]
+    builders = [pid for what, pid, *_ in events if what == "build"]
+    # Three runs, each in a spare of its own; two more spares warmed and were dismissed unused.
+    assert len(warmed) == len(set(warmed)) == 5
+    assert len(set(builders)) == 3 and set(builders) < set(warmed)
+    for pid in warmed:
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            continue
+        raise AssertionError(f"spare {pid} outlived its zygote")
+
+
 def test_a_warm_up_that_fails_is_the_isolated_runs_error(tmp_path):
     stack = WarmingStack(tmp_path / "log", fail=True)
     zygote = Zygote(RankState(SETTINGS, 0, stack)).start()

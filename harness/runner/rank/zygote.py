@@ -6,12 +6,17 @@ a *zygote*; for every isolated run the zygote forks a child, which runs the case
 stack registries (a forked child of a process that never ran a case) and sends the result back
 as JSON. Children run torch single-threaded, so no OpenMP pool crosses a fork.
 
-The zygote keeps one child forked ahead of need, a *spare*: it warms up what every case would
+The zygote keeps children forked ahead of need, *spares*: each warms up what every case would
 start with (the stack's optional ``warm_child(rank)``: for TE, the rank's GPU and its CUDA
-context, 0.35 s per process on an H200) and waits for its case. When a request comes the spare
-takes it and the zygote forks the next spare at once, so that warm-up overlaps the case that is
-running instead of adding to the next isolated run. A spare has run no case: it is as fresh as
-a child forked on demand.
+context, 0.35 s per process on an H200) and waits for its case. When a request comes the oldest
+spare takes it and the zygote forks a new one at once, so that warm-up overlaps the cases that
+run meanwhile instead of adding to a later isolated run. A stack that warms its children keeps
+two spares: on TE's catalogue (one H200) a shared case takes 0.1 to 0.2 s, so the next request
+comes sooner after the last than one spare's fork and CUDA set-up take. Measured with the whole
+catalogue at world size 1: with one spare, 4 of 6 runs with isolation took 29.9 to 31.7 s and
+2 took 21.8 and 24.1 s; with two spares, 4 of 4 took 20.1 to 24.2 s (docs/gpu-validation.md).
+Without ``warm_child`` a spare is ready as soon as it is forked, and one is enough. A spare has
+run no case: it is as fresh as a child forked on demand.
 """
 
 from __future__ import annotations
@@ -195,6 +200,12 @@ def _spare_main(state, zygote_pid: int, req_r: int, out_w: int) -> None:
         os._exit(0)
 
 
+def spare_count(stack) -> int:
+    """How many spares the zygote keeps (see the module): two for a stack that warms its
+    children, one otherwise."""
+    return 2 if getattr(stack, "warm_child", None) is not None else 1
+
+
 class Zygote:
     """Forked from a rank (``state``) right after its imports, before any case or process group."""
 
@@ -224,19 +235,29 @@ class Zygote:
 
     @staticmethod
     def _serve(state, req_r: int, res_w: int) -> None:
-        spare = _Spare.fork(state, (req_r, res_w))
+        count = spare_count(state.stack)
+        spares: list[_Spare] = []
+
+        def refill(running=()) -> None:
+            # Each new spare closes every pipe end it inherits but its own: the zygote's, the
+            # running child's and the other spares'.
+            while len(spares) < count:
+                others = tuple(fd for s in spares for fd in s.fds())
+                spares.append(_Spare.fork(state, (req_r, res_w) + tuple(running) + others))
+
+        refill()
         try:
             while True:
                 try:
                     request = _recv(req_r)
                 except EOFError:
                     return
-                child, spare = spare, None
+                child = spares.pop(0)        # the oldest: the one most likely warm
                 child.give(request)
-                spare = _Spare.fork(state, (req_r, res_w) + child.fds())   # warms up while ``child`` runs
+                refill(child.fds())          # warms up while ``child`` runs
                 _send(res_w, child.answer(request.get("timeout_s", 60)))
         finally:
-            if spare is not None:
+            for spare in spares:
                 spare.dismiss()
 
     def run(self, request: dict, timeout: float) -> dict:
