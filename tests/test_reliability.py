@@ -187,8 +187,9 @@ def test_spmd_userbuffers_run_leaves_no_segment(tmp_path):
     if not os.path.exists(torchrun):
         pytest.skip("no torchrun beside this Python")
     prefix = f"fp8h-{os.getpid()}-spmd{secrets.token_hex(3)}-"
-    proc = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "harness", "run",
-                           "--cases", "userbuffers/column*", "--json", str(tmp_path / "r.json")],
+    proc = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "--log-dir", str(tmp_path / "agent"),
+                           "-m", "harness", "run", "--cases", "userbuffers/column*",
+                           "--json", str(tmp_path / "r.json")],
                           cwd=ROOT, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, HARNESS_SHM_PREFIX=prefix))
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

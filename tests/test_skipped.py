@@ -90,9 +90,9 @@ def test_every_spmd_rank_skips_the_declined_case_and_runs_the_next(tmp_path):
     cases = tmp_path / "cases.json"
     cases.write_text(json.dumps([TENSORWISE, RUNS, USERBUFFERS]))
     report = tmp_path / "run.json"
-    proc = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "-m", "harness", "run", "--case-file",
-                           str(cases), "--json", str(report)], cwd=ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run([torchrun, "--standalone", "--nproc-per-node", "2", "--log-dir", str(tmp_path / "agent"),
+                           "-m", "harness", "run", "--case-file", str(cases), "--json", str(report)],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     data = json.loads(report.read_text())
     assert [(c["name"], c["outcome"]) for c in data["cases"]] == [

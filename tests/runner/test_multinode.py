@@ -42,7 +42,8 @@ def two_agents(tmp_path, run_args: list[str], hosts=("node-a", "node-b")) -> tup
         env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1", HARNESS_HOSTNAME=host)
         cmd = [torchrun, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
                "--master-addr", "127.0.0.1", "--master-port", str(port), "--max-restarts", "0",
-               "-m", "harness", "run", *run_args, "--json", str(report)]
+               "--log-dir", str(tmp_path / f"agent{node}"), "-m", "harness", "run", *run_args,
+               "--json", str(report)]
         procs.append(subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                       text=True, start_new_session=True))
     outputs = []

@@ -25,8 +25,8 @@ def test_a_spinning_rank_is_reported_by_rank_0_with_its_stack_and_flight_recorde
     report = tmp_path / "r.json"
     torchrun = TORCHRUN if os.path.exists(TORCHRUN) else shutil.which("torchrun")
     proc = subprocess.Popen([torchrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", "0",
-                             "-m", "harness", "run", "--case-file", str(case_file), "--deadline", "3",
-                             "--no-isolation", "--json", str(report)],
+                             "--log-dir", str(tmp_path / "agent"), "-m", "harness", "run", "--case-file",
+                             str(case_file), "--deadline", "3", "--no-isolation", "--json", str(report)],
                             cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

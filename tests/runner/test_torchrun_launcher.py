@@ -1,0 +1,31 @@
+"""A group started by torchrun keeps its agent's folder in the group's run folder, so nothing of
+it outlives the group (torchrun alone makes a /tmp/torchelastic_* folder per launch and never
+removes it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import pytest
+
+from harness.runner.config import RunConfig
+from harness.runner.group import RankGroup
+from harness.runner.launchers.torchrun import agent_log_dir
+
+TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
+
+pytestmark = pytest.mark.skipif(not os.path.exists(TORCHRUN) and not shutil.which("torchrun"), reason="no torchrun")
+
+
+def test_the_torchrun_agents_folder_is_in_the_run_folder_and_goes_with_it():
+    group = RankGroup(RunConfig(sut="emulated-patched", launcher="torchrun", world_size=2, deadline_s=30.0)).start()
+    try:
+        run_dir = group.run_dir
+        agent = agent_log_dir(run_dir)
+        # The agent made its folder for this launch (one per rank below it) where it was told to.
+        assert os.path.isdir(agent) and os.listdir(agent), os.listdir(run_dir)
+    finally:
+        group.stop()
+    assert not os.path.exists(run_dir)
