@@ -38,7 +38,8 @@ import time
 
 from harness.faults.cases import EXPECT, check_fault_case, fault_case, normal_case
 from harness.faultmatrix.leaks import group_leftovers, processes_with_env
-from harness.runner.cleanup import run_folders
+from harness.runner.cleanup import kill_processes_with_env, run_folders
+from harness.runner.interrupts import Interrupted, interruptible
 
 WORLD = 2
 MARK = "FP8H_MATRIX_MARK"
@@ -61,10 +62,15 @@ def _note(row: dict, text: str) -> None:
         row["problems"].append(text)
 
 
-def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=print) -> list[dict]:
+def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=print,
+                     out: list | None = None) -> list[dict]:
+    """The rows of ``launcher``; ``out``: a list they are appended to before anything is measured,
+    so that a matrix interrupted half way still has what was counted."""
     from harness.runner.session import open_session
 
     rows = {kind: _row(kind, launcher) for kind in kinds}
+    if out is not None:
+        out.extend(rows.values())
     session = open_session(_config(launcher, deadline_s))
     backend = session.backend
     victim = WORLD - 1
@@ -216,13 +222,22 @@ def main(argv=None) -> int:
     tempfile.tempdir = workdir                # the controller's run folders land here, to be counted
     started = time.monotonic()
     rows = []
-    for launcher in [x for x in args.launchers.split(",") if x]:
-        rows += measure_launcher(launcher, kinds, args.repeat, args.deadline,
-                                 log=lambda text: print(text, file=sys.stderr, flush=True))
-        if signal_runs:
-            rows.append(measure_controller_signals(launcher, signal_runs, args.deadline, workdir))
-        print(f"{launcher}: done after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    interrupted = None
+    try:
+        with interruptible():
+            for launcher in [x for x in args.launchers.split(",") if x]:
+                measure_launcher(launcher, kinds, args.repeat, args.deadline,
+                                 log=lambda text: print(text, file=sys.stderr, flush=True), out=rows)
+                if signal_runs:
+                    rows.append(measure_controller_signals(launcher, signal_runs, args.deadline, workdir))
+                print(f"{launcher}: done after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    except Interrupted as exc:
+        # The launcher being measured closed its session on the way out; a controller of the
+        # signal rows may still run: whatever carries this matrix's mark is ended below.
+        interrupted = str(exc)
     stray = processes_with_env(MARK, token)
+    if interrupted:
+        kill_processes_with_env(MARK, token)
     dirs_left = run_folders(workdir)
     result = {
         "date": datetime.date.today().isoformat(),
@@ -230,7 +245,7 @@ def main(argv=None) -> int:
         "deadline_s": args.deadline, "repeat": args.repeat, "world_size": WORLD,
         "elapsed_s": round(time.monotonic() - started, 1),
         "stray_processes_at_end": stray, "run_dirs_left_at_end": dirs_left,
-        "rows": rows,
+        "interrupted": interrupted, "rows": rows,
     }
     if args.json:
         with open(args.json, "w") as fh:
@@ -243,6 +258,10 @@ def main(argv=None) -> int:
     for r in rows:
         for text in r["problems"]:
             print(f"  {r['fault']} / {r['launcher']}: {text}")
+    if interrupted:
+        print(f"interrupted ({interrupted}): the rows above hold what was counted before it (the run "
+              f"under way then is counted in its row's runs, with no verdict)", file=sys.stderr)
+        return 128 + getattr(signal, interrupted, signal.SIGINT)
     ok = not stray and not dirs_left and all(
         r["reported"] == r["runs"] and r["recycled"] in (None, r["runs"]) and not r["orphans"] and not r["leaked"]
         for r in rows)

@@ -27,6 +27,7 @@ from multiprocessing.connection import Listener
 from harness.errors import HarnessError, SetupError
 from harness.oracles.findings import Failure, Oracle
 from harness.runner import messages as msg
+from harness.runner.address import controller_address, for_environment
 from harness.runner.cleanup import PREFIX, kill_processes_with_env, sweep_abandoned, unlink_shm_prefix, write_owner
 from harness.runner.diagnostics import RankFiles, exit_description, hang_failures
 from harness.runner.judge import GroupOutcome
@@ -84,7 +85,7 @@ class RankGroup:
         launcher.check()
         sweep_abandoned()      # what a controller killed outright (SIGKILL, the OOM killer) left behind
         authkey = secrets.token_bytes(16)
-        address = os.path.join(self.run_dir, "ctl.sock")
+        address = controller_address(self.run_dir)
         self._listener = Listener(address=address, family="AF_UNIX", authkey=authkey)
         # The group's store: hosted here, on a port the OS chooses, so concurrent runs never collide.
         self.store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
@@ -94,8 +95,9 @@ class RankGroup:
         self.cfg.rank_settings(reference_by_judge=True).write(self.run_dir)
         env = dict(os.environ)
         env.update({
-            "HARNESS_WORKER": "1", "HARNESS_LAUNCHER": self.cfg.launcher.value, "HARNESS_CONTROLLER": address,
-            "HARNESS_AUTHKEY": authkey.hex(), "HARNESS_CONTROLLER_PID": str(os.getpid()),
+            "HARNESS_WORKER": "1", "HARNESS_LAUNCHER": self.cfg.launcher.value,
+            "HARNESS_CONTROLLER": for_environment(address), "HARNESS_AUTHKEY": authkey.hex(),
+            "HARNESS_CONTROLLER_PID": str(os.getpid()),
             "HARNESS_RUN_DIR": self.run_dir, "HARNESS_SHM_PREFIX": self.shm_prefix,
             "PYTHONUNBUFFERED": "1", "HARNESS_STORE_PORT": str(self.store.port),
         })

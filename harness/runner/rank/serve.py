@@ -20,6 +20,7 @@ from harness.collectives.exchange import SocketExchange, connect_peers
 from harness.faults import fault_hook
 from harness.idreuse.tracker import freeze_imports
 from harness.runner import messages as msg
+from harness.runner.address import from_environment
 from harness.runner.placement import host_name
 from harness.runner.rank.execute import execute_case
 from harness.runner.rank.settings import RankSettings
@@ -56,7 +57,8 @@ class Worker:
     def connect(self) -> None:
         env = os.environ
         state = self.state
-        self.conn = Client(env["HARNESS_CONTROLLER"], family="AF_UNIX", authkey=bytes.fromhex(env["HARNESS_AUTHKEY"]))
+        self.conn = Client(from_environment(env["HARNESS_CONTROLLER"]), family="AF_UNIX",
+                           authkey=bytes.fromhex(env["HARNESS_AUTHKEY"]))
         self.send(msg.Hello(rank=self.rank, world_size=self.world, pid=os.getpid(), host=host_name()))
         from harness.hangs import report as hang_report
 
