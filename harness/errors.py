@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 
 class HarnessError(Exception):
     """Root of every error the harness raises on purpose."""
@@ -9,6 +11,15 @@ class HarnessError(Exception):
 
 class UsageError(HarnessError):
     """Bad input from the user: the CLI prints one line on stderr and exits 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse for every command line of the harness: a usage error raises :class:`UsageError`
+    (``PROG: message``) instead of printing the usage and exiting, so the entry point prints it
+    as one line on stderr and exits 2."""
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}")
 
 
 class SetupError(HarnessError):

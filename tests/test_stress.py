@@ -260,3 +260,13 @@ def _report(name):
     from harness.report.model import CaseReport
 
     return CaseReport(name, "failed", "hygiene", ["hygiene"], [0], 0, "stale id")
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = subprocess.run(_stress_cmd(blocker / "out", "--minutes", "1"), cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: --out {str(blocker / 'out')!r} cannot be created"), lines

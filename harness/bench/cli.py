@@ -13,13 +13,12 @@ rss_slope (harness_own, emulated_patched), overlap (+ overlap_unmodelled_link).
 
 from __future__ import annotations
 
-import argparse
 import os
 import platform
 import sys
 import time
 
-from harness.errors import UsageError
+from harness.errors import OneLineParser, UsageError
 
 GROUPS = ("launch", "time_to_red", "stress_throughput", "oracle_cost", "rss_slope", "overlap")
 ALIASES = {"amortization": "launch", "overhead": "launch", "red": "time_to_red", "stress": "stress_throughput",
@@ -44,13 +43,8 @@ QUICK = {
 }
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(f"{self.prog}: {message}")
-
-
 def parse(argv):
-    p = _Parser(prog="python -m harness bench", description=__doc__.split("\n\n")[0])
+    p = OneLineParser(prog="python -m harness bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--json", default=None, help="write the figures here as JSON")
     p.add_argument("--quick", action="store_true", help="fewer repeats and cycles (under 2 minutes)")
     p.add_argument("--only", default=None,

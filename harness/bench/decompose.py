@@ -14,10 +14,9 @@ import statistics
 import sys
 
 from harness.bench.bare import BareGroup
-from harness.bench.cli import _Parser
 from harness.bench.harnessed import TimedSession, bench_config, expect_pass
 from harness.bench.workload import cycle_cases, small_cases
-from harness.errors import UsageError
+from harness.errors import OneLineParser, UsageError
 
 
 def variants() -> dict:
@@ -65,7 +64,7 @@ def decompose(kind: str = "small", rounds: int = 3, log=print) -> dict[str, list
 
 
 def main(argv=None) -> int:
-    ap = _Parser(prog="python -m harness.bench.decompose", description=__doc__.splitlines()[0])
+    ap = OneLineParser(prog="python -m harness.bench.decompose", description=__doc__.splitlines()[0])
     ap.add_argument("--cases", choices=("small", "cycles"), default="small",
                     help="the launch figures' small cases, or stress-like cases of 10 models")
     ap.add_argument("--rounds", type=int, default=3)

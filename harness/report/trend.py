@@ -8,19 +8,13 @@ Unreadable folders are named on stderr and skipped; none readable is an error (e
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
-from harness.errors import UsageError
+from harness.errors import OneLineParser, UsageError
 
 HEADERS = ["date", "stack", "cases", "failures by oracle", "reuse events", "models built", "cases/s", "status"]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(f"{self.prog}: {message}")
 
 
 def load_run(path: str) -> dict:
@@ -61,7 +55,7 @@ def format_table(rows: list[list[str]], headers=HEADERS) -> str:
 
 
 def main(argv=None) -> int:
-    p = _Parser(prog="python -m harness report", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m harness report", description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", metavar="DIR", help="stress output folders (or their stress.json files)")
     p.add_argument("--html", default=None, metavar="PATH", help="also write an HTML trend page here")
     args = p.parse_args(argv)

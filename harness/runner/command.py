@@ -12,19 +12,14 @@ import argparse
 import os
 import sys
 
-from harness.errors import HarnessError, SetupError, UsageError
+from harness.errors import HarnessError, OneLineParser, SetupError, UsageError
 from harness.runner.options import Front, add_to_argparse, config_from_values, options_for
 
 __harness_hidden__ = True
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line on stderr, exit 2
-        raise UsageError(f"{self.prog}: {message}")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m harness run", description="run cases against a stack")
+    parser = OneLineParser(prog="python -m harness run", description="run cases against a stack")
     add_to_argparse(parser, Front.RUN)
     parser.add_argument("--list", action="store_true", help="list the selected cases and exit")
     return parser

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Optional
 
-from harness.errors import UsageError
+from harness.errors import OneLineParser, UsageError
 from harness.scan.finding import Severity
 from harness.scan.report import format_json, format_text
 from harness.scan.scanner import scan_paths
@@ -21,7 +21,7 @@ PROG = "python -m harness scan"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=PROG,
         description="Find state keyed by the id() of objects that can die (static; nothing is imported).",
         epilog="Suppress a finding with '# id-hazard: ok(<reason>)' on its line.",
@@ -37,11 +37,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         result = scan_paths(args.paths)
     except UsageError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+        message = str(error).removeprefix(f"{PROG}: ")
+        print(f"{PROG}: error: {message}", file=sys.stderr)
         return 2
     if args.sentinel_registries:
         found = sentinel_registries(result.registries, result.class_files, args.paths)

@@ -12,12 +12,7 @@ import platform
 import shutil
 import sys
 
-from harness.errors import UsageError
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):   # one line on stderr, exit 2 (harness.cli prints it)
-        raise UsageError(f"{self.prog}: {message}")
+from harness.errors import OneLineParser, UsageError
 
 
 def _positive(kind, what):
@@ -35,7 +30,7 @@ def _positive(kind, what):
 def build_parser() -> argparse.ArgumentParser:
     from harness.runner.options import Front, add_to_argparse
 
-    p = _Parser(prog="python -m harness stress", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m harness stress", description=__doc__.splitlines()[0])
     add_to_argparse(p, Front.STRESS)       # the run options a stress run shares with `run`
     p.add_argument("--minutes", type=_positive(float, "--minutes"), default=30.0,
                    help="time budget (default 30); cases stop starting once it is spent")
@@ -77,7 +72,10 @@ def main(argv=None) -> int:
     seed = cfg.seed
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out!r} exists and is not a folder")
-    os.makedirs(args.out, exist_ok=True)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out!r} cannot be created: {exc.strerror or exc}") from None
     if not os.access(args.out, os.W_OK):
         raise UsageError(f"--out {args.out!r} is not writable")
     _clear_previous(args.out)

@@ -133,9 +133,17 @@ def test_empty_path_is_bad_input_with_one_stderr_line(tmp_path, capsys, make):
 
 
 def test_no_paths_is_bad_input(capsys):
-    with pytest.raises(SystemExit) as exited:
-        main([])
-    assert exited.value.code == 2
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["python -m harness scan: error: the following arguments are required: PATH"]
+
+
+def test_an_unknown_option_is_one_line_and_exit_2(tmp_path, capsys):
+    write(tmp_path, "safe.py", SAFE_SOURCE)
+    assert main([str(tmp_path), "--json", "out.json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == ["python -m harness scan: error: unrecognized arguments: --json out.json"]
 
 
 def test_syntax_error_is_a_finding_and_the_scan_goes_on(tmp_path, capsys):
