@@ -25,7 +25,6 @@ deadline + 10 s of the signals; recycled does not apply (the run ends).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -36,6 +35,7 @@ import sys
 import tempfile
 import time
 
+from harness.errors import OneLineParser, UsageError
 from harness.faults.cases import EXPECT, check_fault_case, fault_case, normal_case
 from harness.faultmatrix.leaks import group_leftovers, processes_with_env
 from harness.runner.cleanup import kill_processes_with_env, run_folders
@@ -201,7 +201,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m harness.faultmatrix", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m harness.faultmatrix", description=__doc__.splitlines()[0])
     p.add_argument("--repeat", type=int, default=10, help="runs of each fault per launcher")
     p.add_argument("--launchers", default="spawn,torchrun,mpirun")
     p.add_argument("--kinds", default=",".join(EXPECT), help="fault kinds (comma-separated)")
@@ -209,7 +209,11 @@ def main(argv=None) -> int:
                                                                    "(default: --repeat; 0 skips them)")
     p.add_argument("--deadline", type=float, default=3.0)
     p.add_argument("--json", default=None, help="write the matrix here")
-    args = p.parse_args(argv)
+    try:
+        args = p.parse_args(argv)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     kinds = [k for k in args.kinds.split(",") if k]
     unknown = [k for k in kinds if k not in EXPECT]
     if unknown or args.repeat < 1 or args.deadline <= 0:
