@@ -129,6 +129,7 @@ def invocations(paths) -> dict:
         "inproc-world-size-2": (["--launcher", "inproc", "--world-size", "2"], {}, "world size must be 1, got 2"),
         "mpirun-not-on-path": (["--launcher", "mpirun", "--cases", "repro/hygiene"], no_mpirun, "no mpirun on PATH"),
         "reuse-bogus": (["--reuse", "bogus"], {}, "--reuse 'bogus'"),
+        "inject-on-emulated": (["--inject", "id-hook"], {}, "--sut 'emulated-patched' takes no --inject"),
         "sut-te": (["--sut", "te"], {}, te_expect),
         "world-size-not-a-number": (["--world-size", "two"], {}, "--world-size: invalid int value: 'two'"),
         "unknown-option": (["--frobnicate"], {}, "unrecognized arguments: --frobnicate"),
@@ -184,7 +185,8 @@ NAMES = ["unknown-stack", "sut-not-importable", "sut-no-attribute", "world-size-
          "deadline-0", "deadline-negative", "deadline-nan", "deadline-inf", "cases-match-nothing",
          "case-file-invalid-json", "case-file-unknown-field", "case-file-unknown-recipe-field",
          "case-file-empty-list", "case-file-bad-lr", "case-file-non-bool-flag", "json-folder-missing",
-         "inproc-world-size-2", "mpirun-not-on-path", "reuse-bogus", "sut-te", "world-size-not-a-number",
+         "inproc-world-size-2", "mpirun-not-on-path", "reuse-bogus", "inject-on-emulated", "sut-te",
+         "world-size-not-a-number",
          "unknown-option", "ub-link-0", "ub-link-nan", "ub-link-env-bad"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 
 from harness.errors import SetupError, UsageError
 from harness.stacks.capabilities import capabilities_of
@@ -14,6 +15,24 @@ BUILTIN = {
     "te-buggy": "harness.stacks.te.stack:load_buggy",
     "torchao": "harness.stacks.torchao.stack:load",
 }
+
+
+def _flags(options: dict) -> str:
+    return ", ".join("--" + key.replace("_", "-") for key in options)
+
+
+def _check_accepts(factory, options: dict, name: str) -> None:
+    """UsageError unless ``factory`` takes every one of ``options`` as a keyword."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return                                   # no signature to read: let the call decide
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return
+    names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unknown = [key for key in options if key not in names]
+    if unknown:
+        raise UsageError(f"--sut {name!r} takes no {_flags({k: None for k in unknown})}")
 
 
 def load_stack(name: str, options: dict | None = None):
@@ -38,7 +57,14 @@ def load_stack(name: str, options: dict | None = None):
             raise UsageError(f"--sut {name!r}: module {module_name!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if callable(obj) and not hasattr(obj, "build"):
+        if options:
+            _check_accepts(obj, options, name)
         obj = obj(**(options or {})) if options else obj()
+    elif options:
+        # A stack given as an object has no way to take them: refused, never silently dropped
+        # (``--sut emulated-patched --inject id-hook`` would otherwise run the patched stack).
+        raise UsageError(f"--sut {name!r} takes no {_flags(options)}: only a stack made by a factory that "
+                         f"accepts it does (te, torchao)")
     missing = [m for m in ("name", "build", "forward_backward", "snapshot", "optimizer_step", "final_weights",
                            "reuse_targets", "destroy", "registries", "reset") if not hasattr(obj, m)]
     if missing:
