@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 
 import pytest
 
+from harness.runner.launchers.torchrun import torchrun_path
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 LAUNCH_TIMEOUT_S = 180
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(not os.path.exists(TORCHRUN) and not shutil.which("torchrun"), reason="no torchrun")]
+              pytest.mark.skipif(torchrun_path() is None, reason="no torchrun")]
 
 
 def free_port() -> int:
@@ -36,7 +35,7 @@ def two_agents(tmp_path, run_args: list[str], hosts=("node-a", "node-b")) -> tup
     statuses, rank 0's JSON report and the agents' output."""
     port = free_port()
     report = tmp_path / "report.json"
-    torchrun = TORCHRUN if os.path.exists(TORCHRUN) else shutil.which("torchrun")
+    torchrun = torchrun_path()
     procs = []
     for node, host in enumerate(hosts):
         env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1", HARNESS_HOSTNAME=host)

@@ -4,26 +4,24 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 
 import pytest
 
 from harness.faults.cases import fault_case
+from harness.runner.launchers.torchrun import torchrun_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
-pytestmark = pytest.mark.skipif(not os.path.exists(TORCHRUN) and not shutil.which("torchrun"), reason="no torchrun")
+pytestmark = pytest.mark.skipif(torchrun_path() is None, reason="no torchrun")
 
 
 def test_a_spinning_rank_is_reported_by_rank_0_with_its_stack_and_flight_recorder(tmp_path):
     case_file = tmp_path / "cases.json"
     case_file.write_text(json.dumps([fault_case("spin", 1).to_dict()]))
     report = tmp_path / "r.json"
-    torchrun = TORCHRUN if os.path.exists(TORCHRUN) else shutil.which("torchrun")
+    torchrun = torchrun_path()
     proc = subprocess.Popen([torchrun, "--standalone", "--nproc-per-node", "2", "--max-restarts", "0",
                              "--log-dir", str(tmp_path / "agent"), "-m", "harness", "run", "--case-file",
                              str(case_file), "--deadline", "3", "--no-isolation", "--json", str(report)],

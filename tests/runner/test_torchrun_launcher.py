@@ -5,18 +5,15 @@ removes it)."""
 from __future__ import annotations
 
 import os
-import shutil
-import sys
 
 import pytest
 
 from harness.runner.config import RunConfig
 from harness.runner.group import RankGroup
-from harness.runner.launchers.torchrun import agent_log_dir
+from harness.runner.launchers.torchrun import agent_log_dir, torchrun_path
 
-TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
-pytestmark = pytest.mark.skipif(not os.path.exists(TORCHRUN) and not shutil.which("torchrun"), reason="no torchrun")
+pytestmark = pytest.mark.skipif(torchrun_path() is None, reason="no torchrun")
 
 
 def test_the_torchrun_agents_folder_is_in_the_run_folder_and_goes_with_it():
