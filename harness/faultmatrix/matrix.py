@@ -25,6 +25,7 @@ deadline + 10 s of the signals; recycled does not apply (the run ends).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -63,9 +64,11 @@ def _note(row: dict, text: str) -> None:
 
 
 def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=print,
-                     out: list | None = None) -> list[dict]:
+                     out: list | None = None, signals=None) -> list[dict]:
     """The rows of ``launcher``; ``out``: a list they are appended to before anything is measured,
-    so that a matrix interrupted half way still has what was counted."""
+    so that a matrix interrupted half way still has what was counted. ``signals``: the
+    :func:`~harness.runner.interrupts.interruptible` block's, so that a signal cannot cut the
+    session's close short."""
     from harness.runner.session import open_session
 
     rows = {kind: _row(kind, launcher) for kind in kinds}
@@ -127,7 +130,8 @@ def measure_launcher(launcher: str, kinds, repeat: int, deadline_s: float, log=p
             log(f"{launcher}: repetition {rep + 1} of {repeat} done")
     finally:
         last = backend.group
-        session.close()
+        with signals.deferred() if signals is not None else contextlib.nullcontext():
+            session.close()
         if last is not None:
             left = group_leftovers(last.run_dir, last.shm_prefix)
             if any(left.values()):
@@ -228,10 +232,11 @@ def main(argv=None) -> int:
     rows = []
     interrupted = None
     try:
-        with interruptible():
+        with interruptible() as signals:
             for launcher in [x for x in args.launchers.split(",") if x]:
                 measure_launcher(launcher, kinds, args.repeat, args.deadline,
-                                 log=lambda text: print(text, file=sys.stderr, flush=True), out=rows)
+                                 log=lambda text: print(text, file=sys.stderr, flush=True), out=rows,
+                                 signals=signals)
                 if signal_runs:
                     rows.append(measure_controller_signals(launcher, signal_runs, args.deadline, workdir))
                 print(f"{launcher}: done after {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
