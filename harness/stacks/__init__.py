@@ -17,8 +17,8 @@ BUILTIN = {
 }
 
 
-def _flags(options: dict) -> str:
-    return ", ".join("--" + key.replace("_", "-") for key in options)
+def _flags(keys) -> str:
+    return ", ".join("--" + key.replace("_", "-") for key in keys)
 
 
 def _check_accepts(factory, options: dict, name: str) -> None:
@@ -32,7 +32,7 @@ def _check_accepts(factory, options: dict, name: str) -> None:
     names = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     unknown = [key for key in options if key not in names]
     if unknown:
-        raise UsageError(f"--sut {name!r} takes no {_flags({k: None for k in unknown})}")
+        raise UsageError(f"--sut {name!r} takes no {_flags(unknown)}")
 
 
 def load_stack(name: str, options: dict | None = None):
