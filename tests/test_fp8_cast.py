@@ -290,6 +290,28 @@ def test_dequantize_every_byte_with_unit_and_other_scale_inv(fmt):
                 assert g == f32(want * sinv) or (want == 0 and g == 0), hex(b)
 
 
+@pytest.mark.parametrize("fmt", [E4M3, E5M2])
+@pytest.mark.parametrize("shape", [(), (0,), (256,), (16, 16), (4, 8, 8), (48, 64), (96, 128), (3, 32, 32)])
+def test_dequantize_has_the_bits_of_torchs_own_conversion(fmt, shape):
+    # Small operands are converted, large ones (TABLE_FROM elements on) looked up in a table of
+    # torch's conversion of each pattern; a table built wrong (one entry, a NaN's payload, the
+    # order) shows here as a differing bit pattern.
+    gen = torch.Generator().manual_seed(len(shape))
+    n = math.prod(shape)
+    q = torch.cat([torch.arange(256, dtype=torch.uint8), torch.randint(0, 256, (max(n - 256, 0),), generator=gen,
+                                                                       dtype=torch.uint8)])[:n].reshape(shape)
+    dt = torch.float8_e4m3fn if fmt is E4M3 else torch.float8_e5m2
+    for sinv in (1.0, f32(1.0 / 3.0), 2.0 ** -20):
+        s = torch.tensor(sinv)
+        want = q.view(dt).float() * s
+        for got in (dequantize(q, s, fmt), dequantize(q.view(dt), s, fmt)):
+            assert got.shape == want.shape and got.dtype == torch.float32
+            assert torch.equal(got.view(torch.int32), want.view(torch.int32))
+    if q.dim() == 2:      # a transposed (strided) operand, as a GEMM's
+        want = q.t().contiguous().view(dt).float()
+        assert torch.equal(dequantize(q.t(), torch.tensor(1.0), fmt).view(torch.int32), want.view(torch.int32))
+
+
 # --------------------------------------------------------------------------- amax (fmaxf semantics)
 
 

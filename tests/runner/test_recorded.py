@@ -8,6 +8,7 @@ without the case's expectation (refused, never passed).
 from __future__ import annotations
 
 import base64
+import hashlib
 
 import pytest
 import torch
@@ -45,7 +46,7 @@ def test_one_simulation_of_the_group_gives_each_ranks_own_reference_bit_for_bit(
 
 def recorded_result(case, rank: int, expectation: CaseExpectation) -> RankResult:
     """A rank result whose records are the reference's own (what a correct stack records)."""
-    return RankResult(case=case.name, rank=rank, states=expectation.packed(rank))
+    return RankResult(case=case.name, rank=rank, states=expectation.records(rank))
 
 
 def test_records_round_trip_every_tensor_with_its_dtype_and_shape():
@@ -88,7 +89,9 @@ def test_the_judge_names_the_first_flipped_byte_of_one_ranks_records():
     data = bytearray(base64.b64decode(bad.states["data"]))
     before = data[offset + 3]
     data[offset + 3] ^= 0x01
-    bad.states = {"layout": layout, "data": base64.b64encode(bytes(data)).decode()}
+    # what a rank that holds the flipped byte sends: its bytes and their digest
+    bad.states = {"layout": layout, "data": base64.b64encode(bytes(data)).decode(),
+                  "digest": hashlib.sha1(bytes(data)).hexdigest()}
     failures = judge(case, GroupOutcome({0: good, 1: bad}, []), None, 2, expectation)
     [failure] = [f for f in failures if f.oracle == "reference"]
     assert (failure.rank, failure.model, failure.step) == (1, 0, 1)
@@ -118,3 +121,21 @@ def test_a_result_without_records_is_left_as_the_rank_judged_it():
     result = RankResult(case=case.name, rank=0, steps_compared=4)
     check_recorded(result, CaseExpectation(case, 0, 2))
     assert result.failures == [] and result.steps_compared == 4
+
+
+def test_the_digest_the_judge_matches_is_over_exactly_the_bytes_a_rank_sends():
+    case = CASES["delayed/wide"]
+    expectation = CaseExpectation(case, 0, 2)
+    for r in range(2):
+        full = expectation.records(r)
+        assert hashlib.sha1(base64.b64decode(full["data"])).hexdigest() == full["digest"]
+        assert expectation.digest(r) == {"layout": full["layout"], "digest": full["digest"]}
+
+
+def test_records_without_a_digest_are_compared_element_by_element():
+    case = CASES["repro/cross-rank"]
+    expectation = CaseExpectation(case, 0, 2)
+    result = recorded_result(case, 0, expectation)
+    del result.states["digest"]
+    check_recorded(result, expectation)
+    assert result.failures == [] and result.steps_compared == case.models * case.steps
