@@ -91,7 +91,8 @@ def test_oracle_cost_shares_from_phase_timings():
     assert fig.detail["share_median_percent"]["unattributed"] == pytest.approx(10.0)
 
 
-@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--cases", "huge"]])
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--cases", "huge"], ["--dims", "16,32"], ["--dims", "16,x,16"],
+                                  ["--dims", "0,32,16"], ["--batch", "0"], ["--cases", "cycles", "--batch", "4"]])
 def test_decompose_bad_arguments_exit_2_with_one_line(argv, capsys):
     from harness.bench import decompose
 

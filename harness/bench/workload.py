@@ -25,10 +25,14 @@ def _recipe(hist: int = 16) -> DelayedScalingRecipe:
                                 reduce_amax=True)
 
 
-def small_cases(count: int = 40) -> list[CaseSpec]:
-    """``count`` small cases: one model of 2 FP8 Linear layers, 2 steps, distinct seeded data."""
-    model = ModelSpec(dims=(16, 32, 16), recipe=_recipe())
-    return [CaseSpec(name=f"bench/small-{i:03d}", model=model, batch=8, steps=2, models=1, data_seed=i)
+SMALL_DIMS, SMALL_BATCH = (16, 32, 16), 8
+
+
+def small_cases(count: int = 40, dims: tuple = SMALL_DIMS, batch: int = SMALL_BATCH) -> list[CaseSpec]:
+    """``count`` small cases: one model of 2 FP8 Linear layers, 2 steps, distinct seeded data.
+    ``dims`` and ``batch`` widen the model (the bench's figures keep the defaults)."""
+    model = ModelSpec(dims=tuple(dims), recipe=_recipe())
+    return [CaseSpec(name=f"bench/small-{i:03d}", model=model, batch=batch, steps=2, models=1, data_seed=i)
             for i in range(count)]
 
 
