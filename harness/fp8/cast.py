@@ -71,5 +71,7 @@ def float_table(fmt: Fp8Format, device: torch.device | str = "cpu") -> torch.Ten
     key = (fmt, str(device))
     table = _TABLES.get(key)
     if table is None:
-        table = _TABLES[key] = torch.arange(256, dtype=torch.uint8).view(torch_dtype(fmt)).float().to(device)
+        # converted where it is used: a device's own conversion decides its bits (NaN payloads)
+        patterns = torch.arange(256, dtype=torch.uint8, device=device)
+        table = _TABLES[key] = patterns.view(torch_dtype(fmt)).float()
     return table
