@@ -38,7 +38,7 @@ def cast_to_fp8(hp_tensor: torch.Tensor, scale: torch.Tensor, fmt: Fp8Format) ->
     q = clamped.to(torch_dtype(fmt)).view(torch.uint8)
     # Whether any element is NaN, in one reduction: the clamped values are finite or NaN, and a
     # float32 sum of finite values this small cannot overflow, so the sum is NaN exactly when one is.
-    if clamped.numel() and bool(torch.isnan(clamped.sum())):
+    if bool(torch.isnan(clamped.sum())):
         q = torch.where(torch.isnan(scaled), torch.full_like(q, NAN_BYTE[fmt]), q)
     return q
 

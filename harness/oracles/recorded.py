@@ -138,7 +138,7 @@ class CaseExpectation:
     def __init__(self, case, run_seed: int, world_size: int):
         self.case, self.run_seed, self.world_size = case, run_seed, world_size
         self._models: dict[int, list] = {}
-        self._packed: dict[int, dict] = {}
+        self._digests: dict[int, dict] = {}
 
     def model(self, index: int) -> list:
         """Model ``index``'s expected states, by rank."""
@@ -157,9 +157,9 @@ class CaseExpectation:
     def digest(self, rank: int) -> dict:
         """The layout and the digest of what rank ``rank`` records when it runs the whole case as
         the reference says it must: records with the same layout and digest hold the same bytes."""
-        if rank not in self._packed:
-            self._packed[rank] = self.records(rank, keep_bytes=False)
-        return self._packed[rank]
+        if rank not in self._digests:
+            self._digests[rank] = self.records(rank, keep_bytes=False)
+        return self._digests[rank]
 
     def records(self, rank: int, keep_bytes: bool = True) -> dict:
         """What rank ``rank`` records when it runs the whole case as the reference says it must
