@@ -19,7 +19,6 @@ may need the stack's process.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import math
@@ -83,7 +82,7 @@ class StepRecorder:
     def to_dict(self) -> dict:
         out = {"layout": self.layout, "digest": self._digest.hexdigest()}
         if self.keep_bytes:
-            out["data"] = base64.b64encode(b"".join(self.chunks)).decode("ascii")
+            out["data"] = b"".join(self.chunks)     # raw: the message carries bytes apart from its JSON
         return out
 
 
@@ -103,7 +102,7 @@ class Records:
     model the final weights. Steps in the order they ran."""
 
     def __init__(self, recorded: dict):
-        data = bytearray(base64.b64decode(recorded["data"]))
+        data = bytearray(recorded["data"])
         self.steps: dict[tuple, dict] = {}     # (model, step) -> {"s": {key: RoleState}, "o": {name: tensor}}
         self.finals: dict[int, dict] = {}
         offset = 0

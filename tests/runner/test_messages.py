@@ -16,10 +16,34 @@ EXAMPLES = [
     msg.RunCase(index=3, case={"name": "x"}),
     msg.RunIsolated(index=3, case={"name": "x"}),
     msg.CaseDone(index=3, rank=1, result={"case": "x", "rank": 1}, isolated=True),
+    msg.CaseDone(index=4, rank=0, result={"case": "x", "states": {"layout": [], "data": bytes(range(256)) * 3,
+                                                                    "more": [b"", b"\n{\"$blob\": 0}\n"]}}),
     msg.Stalled(rank=1, seconds=12.5, in_flight={"op": "all_reduce", "seq": 4}, index=3),
     msg.Recycle(generation=2, new_group=False),
     msg.Shutdown(),
 ]
+
+
+def test_bytes_travel_raw_after_the_json_line():
+    records = bytes(range(256)) * 1000
+    data = msg.encode(msg.CaseDone(index=0, rank=0, result={"states": {"data": records}}))
+    assert records in data and len(data) < len(records) + 200      # not base64 (a third larger)
+    back = msg.decode(data)
+    assert bytes(back.result["states"]["data"]) == records
+
+
+@pytest.mark.parametrize("cut", [1, 8, 12, 20])
+def test_a_frame_cut_short_is_refused_not_misread(cut):
+    data = msg.encode(msg.CaseDone(index=0, rank=0, result={"states": {"data": b"x" * 16}}))
+    with pytest.raises(msg.ProtocolError, match="bytes end"):
+        msg.decode(data[:-cut])
+
+
+def test_a_frame_naming_bytes_it_does_not_carry_is_refused():
+    line = json.dumps({"v": msg.VERSION, "kind": "CaseDone",
+                       "body": {"index": 0, "rank": 0, "result": {"data": {"$blob": 1}}}}).encode()
+    with pytest.raises(msg.ProtocolError, match="carries 1"):
+        msg.decode(line + b"\n" + (3).to_bytes(8, "little") + b"abc")
 
 
 def test_every_kind_is_covered_here():

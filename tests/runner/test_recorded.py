@@ -7,7 +7,6 @@ without the case's expectation (refused, never passed).
 
 from __future__ import annotations
 
-import base64
 import hashlib
 
 import pytest
@@ -86,11 +85,11 @@ def test_the_judge_names_the_first_flipped_byte_of_one_ranks_records():
             target = name.split("|")[0]
             break
         offset += size
-    data = bytearray(base64.b64decode(bad.states["data"]))
+    data = bytearray(bad.states["data"])
     before = data[offset + 3]
     data[offset + 3] ^= 0x01
     # what a rank that holds the flipped byte sends: its bytes and their digest
-    bad.states = {"layout": layout, "data": base64.b64encode(bytes(data)).decode(),
+    bad.states = {"layout": layout, "data": bytes(data),
                   "digest": hashlib.sha1(bytes(data)).hexdigest()}
     failures = judge(case, GroupOutcome({0: good, 1: bad}, []), None, 2, expectation)
     [failure] = [f for f in failures if f.oracle == "reference"]
@@ -103,7 +102,7 @@ def test_records_that_do_not_parse_are_a_finding_not_a_pass():
     case = CASES["repro/cross-rank"]
     expectation = CaseExpectation(case, 0, 2)
     result = recorded_result(case, 0, expectation)
-    result.states = {"layout": result.states["layout"], "data": ""}      # the bytes are missing
+    result.states = {"layout": result.states["layout"], "data": b""}     # the bytes are missing
     check_recorded(result, expectation)
     [failure] = result.failures
     assert failure.oracle == "error" and "cannot be read" in failure.detail
@@ -128,7 +127,7 @@ def test_the_digest_the_judge_matches_is_over_exactly_the_bytes_a_rank_sends():
     expectation = CaseExpectation(case, 0, 2)
     for r in range(2):
         full = expectation.records(r)
-        assert hashlib.sha1(base64.b64decode(full["data"])).hexdigest() == full["digest"]
+        assert hashlib.sha1(full["data"]).hexdigest() == full["digest"]
         assert expectation.digest(r) == {"layout": full["layout"], "digest": full["digest"]}
 
 
