@@ -110,7 +110,8 @@ class RunConfig:
                             reuse=self.reuse, strict=self.strict, deadline_s=float(self.deadline_s),
                             reset_between_cases=self.reset_between_cases, check_reference=self.check_reference,
                             precheck=self.precheck, ub_link_gbps=self.ub_link_gbps,
-                            reference_by_judge=reference_by_judge)
+                            reference_by_judge=reference_by_judge,
+                            isolate_alongside=self.isolation and self.world_size == 1)
 
     def session_key(self) -> tuple:
         """What makes two configurations share one persistent group (the pytest plugin's key)."""

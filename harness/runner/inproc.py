@@ -13,7 +13,7 @@ from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.rank.execute import execute_case
 from harness.runner.rank.result import RankResult
 from harness.runner.rank.state import RankState
-from harness.runner.rank.zygote import Zygote, isolated_request, isolated_timeout
+from harness.runner.rank.zygote import IsolatedRuns, Zygote, isolated_request
 
 __harness_hidden__ = True
 
@@ -34,13 +34,16 @@ class InprocBackend:
         if freeze:
             freeze_imports()
         self.zygote = Zygote(self.state).start() if cfg.isolation else None
+        self.isolated = (IsolatedRuns(self.zygote, self.state, lambda i, case: isolated_request(case, f"iso-{i}", None))
+                         if self.zygote is not None else None)
 
     def run_shared(self, index: int, case, meanwhile=None) -> GroupOutcome:
+        if self.isolated is not None:
+            self.isolated.begin(index, case)     # alongside: nothing of it reaches this process
         return GroupOutcome({0: execute_case(case, self.state)}, [])
 
     def run_isolated(self, index: int, case) -> GroupOutcome:
-        answer = self.zygote.run(isolated_request(case, f"iso-{index}", None),
-                                 timeout=isolated_timeout(self.cfg.deadline_s))
+        answer = self.isolated.end(index, case)
         if "ok" in answer:
             return GroupOutcome({0: RankResult.from_dict(answer["ok"])}, [])
         return GroupOutcome({}, [Failure(Oracle.ISOLATION, f"the isolated run failed: {answer['error']}", rank=0)])
@@ -49,6 +52,8 @@ class InprocBackend:
         return decide()
 
     def recycle(self, plan: Recycle) -> None:
+        if self.isolated is not None:
+            self.isolated.cancel()     # begun with a case whose isolated run was not wanted
         if plan is not Recycle.KEEP:
             self.state.reset()
 
@@ -61,6 +66,7 @@ class InprocBackend:
 
     def close(self) -> None:
         if self.zygote is not None:
+            self.isolated.cancel()
             self.zygote.close()
             self.zygote = None
 

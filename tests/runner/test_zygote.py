@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ from harness.case.catalog import builtin_cases
 from harness.runner.config import RunConfig
 from harness.runner.rank.execute import execute_case
 from harness.runner.rank.state import RankState
-from harness.runner.rank.zygote import Zygote, isolated_request
+from harness.runner.rank.zygote import CANCEL, IsolatedRuns, Zygote, _send, isolated_request
 from harness.stacks import load_stack
 
 CASE = next(c for c in builtin_cases() if c.name == "repro/isolation")
@@ -234,3 +235,64 @@ def test_a_warm_up_that_fails_is_the_isolated_runs_error(tmp_path):
     finally:
         zygote.close()
     assert answer == {"error": "warming up the isolated run failed: RuntimeError: no device"}
+
+
+def test_a_cancelled_run_is_killed_at_once_and_the_next_run_is_answered(tmp_path):
+    stack = BlockingStack(load_stack("emulated-patched"), tmp_path / "hung.pid")
+    zygote = Zygote(RankState(SETTINGS, 0, stack)).start()
+    try:
+        zygote.begin(isolated_request(CASE, "t", None), timeout=30)
+        while not (tmp_path / "hung.pid").exists():      # the child is inside the case
+            assert zygote.running
+            os.sched_yield()
+        hung = int((tmp_path / "hung.pid").read_text())
+        started = time.monotonic()
+        zygote.cancel()                                  # not after the run's 30 s
+        assert time.monotonic() - started < 10
+        assert not zygote.running and not os.path.exists(f"/proc/{hung}")
+        assert len(children_of(zygote.pid)) <= 1         # at most the next spare waits
+    finally:
+        pid = zygote.pid
+        zygote.close()
+    assert not os.path.exists(f"/proc/{pid}/status") or "State:\tZ" in open(f"/proc/{pid}/status").read()
+
+
+def test_a_cancel_that_comes_after_the_answer_is_ignored(state):
+    zygote = Zygote(state).start()
+    try:
+        zygote.begin(isolated_request(CASE, "t", None), timeout=60)
+        answer = zygote.end()
+        _send(zygote._to, CANCEL)          # what a rank's cancel sends when the answer raced it
+        again = zygote.run(isolated_request(CASE, "t", None), timeout=60)
+    finally:
+        zygote.close()
+    assert answer["ok"]["digest"] == again["ok"]["digest"]
+
+
+class FakeZygote:
+    def __init__(self):
+        self.calls = []
+
+    def begin(self, request, timeout):
+        self.calls.append(("begin", request))
+
+    def end(self):
+        self.calls.append(("end",))
+        return {"ok": {}}
+
+    def cancel(self):
+        self.calls.append(("cancel",))
+
+
+def test_an_isolated_run_begun_with_its_case_is_the_one_answered_and_any_other_is_cancelled():
+    zygote = FakeZygote()
+    runs = IsolatedRuns(zygote, type("S", (), {"settings": SETTINGS})(), lambda index, case: index)
+    runs.begin(1, CASE)                    # alongside case 1
+    runs.end(1, CASE)                      # asked for: the run begun, not a second one
+    assert zygote.calls == [("begin", 1), ("end",)]
+    zygote.calls.clear()
+    runs.begin(2, CASE)                    # case 2's isolated run was not wanted ...
+    runs.cancel()                          # ... the next message cancels it
+    runs.cancel()                          # (once)
+    runs.end(3, CASE)                      # asked for without having begun: begun now
+    assert zygote.calls == [("begin", 2), ("cancel",), ("begin", 3), ("end",)]

@@ -26,7 +26,7 @@ from harness.runner.rank.execute import execute_case
 from harness.runner.rank.settings import RankSettings
 from harness.runner.rank.state import RankState
 from harness.runner.rank.watchdog import Watchdog
-from harness.runner.rank.zygote import Zygote, isolated_failure, isolated_request, isolated_timeout
+from harness.runner.rank.zygote import IsolatedRuns, Zygote, isolated_failure, isolated_request
 
 __harness_hidden__ = True
 
@@ -46,6 +46,7 @@ class Worker:
         self.state = RankState.load(RankSettings.read(run_dir), rank)
         freeze_imports()
         self.zygote = Zygote(self.state).start()
+        self.isolated = IsolatedRuns(self.zygote, self.state, self._isolated_request)
         self.conn = None
         self.exchange = None
         self._send_lock = threading.Lock()
@@ -90,7 +91,10 @@ class Worker:
             except (EOFError, OSError):
                 return
             if isinstance(m, msg.Shutdown):
+                self.isolated.cancel()
                 return
+            if not isinstance(m, msg.RunIsolated):
+                self.isolated.cancel()     # begun alongside a case whose isolated run was not wanted
             handler = handlers.get(type(m))
             if handler is None:
                 raise msg.ProtocolError(f"rank {self.rank} cannot handle a {type(m).__name__} message")
@@ -98,19 +102,19 @@ class Worker:
 
     def run_case(self, m) -> None:
         state = self.state
+        case = CaseSpec.from_dict(m.case)
+        if state.settings.isolate_alongside:
+            self.isolated.begin(m.index, case)
         self.watchdog.watch(m.index)
         state.begin_case(f"{state.generation}/{m.index}")
-        result = execute_case(CaseSpec.from_dict(m.case), state, fault_hook=fault_hook)
+        result = execute_case(case, state, fault_hook=fault_hook)
         state.end_case(len(result.collectives), failed=result.left_with_error())
         self.watchdog.idle()
         self.send(msg.CaseDone(m.index, self.rank, result.to_dict()))
 
     def run_isolated(self, m) -> None:
-        state = self.state
-        store = {"host": "127.0.0.1", "port": int(os.environ["HARNESS_STORE_PORT"]), "prefix": ""}
         case = CaseSpec.from_dict(m.case)
-        answer = self.zygote.run(isolated_request(case, f"iso{state.generation}-{m.index}", store),
-                                 timeout=isolated_timeout(state.settings.deadline_s))
+        answer = self.isolated.end(m.index, case)
         result = answer.get("ok") or isolated_failure(case.name, self.rank, answer.get("error"))
         self.send(msg.CaseDone(m.index, self.rank, result, isolated=True))
 
@@ -122,6 +126,10 @@ class Worker:
         if m.new_group:
             self.state.renew_group(m.generation)
         self.send(msg.Ready(rank=self.rank))
+
+    def _isolated_request(self, index: int, case) -> dict:
+        store = {"host": "127.0.0.1", "port": int(os.environ["HARNESS_STORE_PORT"]), "prefix": ""}
+        return isolated_request(case, f"iso{self.state.generation}-{index}", store)
 
     def close(self) -> None:
         self.zygote.close()

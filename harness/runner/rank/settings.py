@@ -32,6 +32,7 @@ class RankSettings:
     precheck: bool                 # compare each collective's shape across ranks before issuing it
     ub_link_gbps: float | None     # the modelled Userbuffers link (None: as fast as the copy)
     reference_by_judge: bool       # ranks record their FP8 state; the judge compares (harness.oracles.recorded)
+    isolate_alongside: bool        # start a case's isolated run with its shared one (world size 1: zygote.py)
 
     def sut_options(self) -> dict | None:
         return {"inject": self.inject} if self.inject else None

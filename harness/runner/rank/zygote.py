@@ -17,6 +17,15 @@ catalogue at world size 1: with one spare, 4 of 6 runs with isolation took 29.9 
 2 took 21.8 and 24.1 s; with two spares, 4 of 4 took 20.1 to 24.2 s (docs/gpu-validation.md).
 Without ``warm_child`` a spare is ready as soon as it is forked, and one is enough. A spare has
 run no case: it is as fresh as a child forked on demand.
+
+At world size 1 the isolated run of a case starts *alongside* the shared one
+(:meth:`Zygote.begin` before the rank runs the case, :meth:`Zygote.end` when the isolated result
+is asked for): with no process group between the ranks' children, nothing of one run can reach
+the other, and the two overlap where the machine has the cores (on TE, the GPU's). When the
+judge then wants no isolated run (the shared run's communication failed, say), the rank cancels
+it (:meth:`Zygote.cancel`): the zygote kills the child rather than wait for it. At larger world
+sizes the isolated children form a process group of their own, which a shared run that breaks
+would leave waiting for a peer: there the isolated run starts when asked for, after the shared one.
 """
 
 from __future__ import annotations
@@ -116,6 +125,13 @@ def _isolated_child(state, request: dict) -> dict:
     return result.to_dict()
 
 
+class _Cancelled(Exception):
+    pass
+
+
+CANCEL = {"cancel": True}    # rank -> zygote: end the isolated run in progress (ignored when none is)
+
+
 class _Spare:
     """A child of the zygote that warmed up and waits for one isolated case (see the module)."""
 
@@ -144,10 +160,22 @@ class _Spare:
     def give(self, request: dict) -> None:
         _send(self._to, request)
 
-    def answer(self, timeout: float) -> dict:
-        """The child's answer; a child that gives none within ``timeout`` is killed."""
+    def answer(self, timeout: float, cancel_fd: int | None = None) -> dict:
+        """The child's answer; a child that gives none within ``timeout`` is killed, and so is one
+        whose run is cancelled meanwhile (a message on ``cancel_fd``)."""
+        deadline = time.monotonic() + timeout
         try:
-            answer = _recv(self._from, timeout=timeout)
+            if cancel_fd is not None:
+                ready, _, _ = select.select([self._from, cancel_fd], [], [], timeout)
+                if not ready:
+                    raise TimeoutError("no answer in time")
+                if self._from not in ready:
+                    _recv(cancel_fd)          # the cancel message itself
+                    raise _Cancelled()
+            answer = _recv(self._from, timeout=max(0.0, deadline - time.monotonic()))
+        except _Cancelled:
+            os.kill(self.pid, signal.SIGKILL)
+            answer = {"error": "cancelled: the judge wanted no isolated run"}
         except (TimeoutError, EOFError) as exc:
             os.kill(self.pid, signal.SIGKILL)
             answer = {"error": f"isolated run did not answer: {exc}"}
@@ -213,6 +241,7 @@ class Zygote:
         self.state = state
         self.pid: int | None = None
         self._to = self._from = None
+        self._until: float | None = None      # the run in progress: when its answer is due
 
     def start(self) -> "Zygote":
         req_r, req_w = os.pipe()
@@ -252,22 +281,51 @@ class Zygote:
                     request = _recv(req_r)
                 except EOFError:
                     return
+                if request == CANCEL:        # its run answered before the cancel came: nothing to end
+                    continue
                 child = spares.pop(0)        # the oldest: the one most likely warm
                 child.give(request)
                 refill(child.fds())          # warms up while ``child`` runs
-                _send(res_w, child.answer(request.get("timeout_s", 60)))
+                _send(res_w, child.answer(request.get("timeout_s", 60), cancel_fd=req_r))
         finally:
             for spare in spares:
                 spare.dismiss()
 
     def run(self, request: dict, timeout: float) -> dict:
         """Run one isolated case; returns ``{"ok": rank_result_dict}`` or ``{"error": text}``."""
-        request = dict(request, timeout_s=timeout)
-        _send(self._to, request)
+        self.begin(request, timeout)
+        return self.end()
+
+    @property
+    def running(self) -> bool:
+        """An isolated run was begun and its answer not yet taken."""
+        return self._until is not None
+
+    def begin(self, request: dict, timeout: float) -> None:
+        """Start one isolated case (at most one at a time); :meth:`end` takes its answer."""
+        if self.running:
+            raise RuntimeError("an isolated run is already in progress")
+        _send(self._to, dict(request, timeout_s=timeout))
+        self._until = time.monotonic() + timeout + 5
+
+    def end(self) -> dict:
+        """The answer of the run :meth:`begin` started."""
+        until, self._until = self._until, None
+        if until is None:
+            raise RuntimeError("no isolated run in progress")
         try:
-            return _recv(self._from, timeout=timeout + 5)
+            return _recv(self._from, timeout=max(0.0, until - time.monotonic()))
         except (TimeoutError, EOFError) as exc:
             return {"error": f"zygote did not answer: {exc}"}
+
+    def cancel(self) -> None:
+        """End the run in progress, if any, without its result: the zygote kills its child."""
+        if self.running:
+            try:
+                _send(self._to, CANCEL)
+            except OSError:
+                pass
+            self.end()
 
     def close(self) -> None:
         if self.pid is None:
@@ -290,3 +348,31 @@ class Zygote:
             except (ProcessLookupError, ChildProcessError):
                 pass
         self.pid = None
+
+
+class IsolatedRuns:
+    """A rank's isolated runs through its zygote: one at a time, begun with the shared run of
+    their case (world size 1, see the module) or when asked for.
+
+    ``request(index, case)`` builds the zygote's request for the case at ``index``."""
+
+    def __init__(self, zygote: Zygote, state, request):
+        self.zygote, self.state, self.request = zygote, state, request
+        self.index: int | None = None       # the case of the run in progress
+
+    def begin(self, index: int, case) -> None:
+        self.cancel()
+        self.zygote.begin(self.request(index, case), timeout=isolated_timeout(self.state.settings.deadline_s))
+        self.index = index
+
+    def end(self, index: int, case) -> dict:
+        """The answer of the isolated run of the case at ``index``, begun now if it was not."""
+        if self.index != index:
+            self.begin(index, case)
+        self.index = None
+        return self.zygote.end()
+
+    def cancel(self) -> None:
+        if self.index is not None:
+            self.index = None
+            self.zygote.cancel()
