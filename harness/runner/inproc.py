@@ -38,8 +38,8 @@ class InprocBackend:
                          if self.zygote is not None else None)
 
     def run_shared(self, index: int, case, meanwhile=None) -> GroupOutcome:
-        if self.isolated is not None:
-            self.isolated.begin(index, case)     # alongside: nothing of it reaches this process
+        if self.state.settings.isolate_alongside:
+            self.isolated.begin(index, case)     # nothing of it reaches this process (zygote.py)
         return GroupOutcome({0: execute_case(case, self.state)}, [])
 
     def run_isolated(self, index: int, case) -> GroupOutcome:

@@ -90,11 +90,10 @@ class Worker:
                 m = msg.decode(self.conn.recv_bytes())
             except (EOFError, OSError):
                 return
-            if isinstance(m, msg.Shutdown):
-                self.isolated.cancel()
-                return
             if not isinstance(m, msg.RunIsolated):
                 self.isolated.cancel()     # begun alongside a case whose isolated run was not wanted
+            if isinstance(m, msg.Shutdown):
+                return
             handler = handlers.get(type(m))
             if handler is None:
                 raise msg.ProtocolError(f"rank {self.rank} cannot handle a {type(m).__name__} message")
