@@ -160,18 +160,17 @@ class _Spare:
     def give(self, request: dict) -> None:
         _send(self._to, request)
 
-    def answer(self, timeout: float, cancel_fd: int | None = None) -> dict:
+    def answer(self, timeout: float, cancel_fd: int) -> dict:
         """The child's answer; a child that gives none within ``timeout`` is killed, and so is one
         whose run is cancelled meanwhile (a message on ``cancel_fd``)."""
         deadline = time.monotonic() + timeout
         try:
-            if cancel_fd is not None:
-                ready, _, _ = select.select([self._from, cancel_fd], [], [], timeout)
-                if not ready:
-                    raise TimeoutError("no answer in time")
-                if self._from not in ready:
-                    _recv(cancel_fd)          # the cancel message itself
-                    raise _Cancelled()
+            ready, _, _ = select.select([self._from, cancel_fd], [], [], timeout)
+            if not ready:
+                raise TimeoutError("no answer in time")
+            if self._from not in ready:
+                _recv(cancel_fd)              # the cancel message itself
+                raise _Cancelled()
             answer = _recv(self._from, timeout=max(0.0, deadline - time.monotonic()))
         except _Cancelled:
             os.kill(self.pid, signal.SIGKILL)
