@@ -169,3 +169,26 @@ def test_outside_a_deferred_clean_up_the_first_signal_interrupts_at_once():
             os.kill(os.getpid(), signal.SIGTERM)
             steps.append("not reached")
     assert steps == []
+
+
+def test_a_crash_dump_holds_the_crashing_frame_and_reads_no_thread_that_runs_meanwhile(tmp_path):
+    # What a rank installs; then a thread runs Python while the main thread crashes in C code
+    # (ctypes releases the GIL), the case in which reading the running thread can cut the dump.
+    path = tmp_path / "stacks.txt"
+    code = ("import ctypes, sys, threading, time\n"
+            "from harness.runner.rank.worker import install_stack_dumps\n"
+            f"install_stack_dumps(open({str(path)!r}, 'a'))\n"
+            "def busy():\n"
+            "    while True:\n"
+            "        sum(range(100))\n"
+            "threading.Thread(target=busy, daemon=True).start()\n"
+            "time.sleep(0.05)\n"
+            "def crash_here():\n"
+            "    ctypes.string_at(0)\n"
+            "crash_here()\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -11
+    text = path.read_text()
+    assert text.startswith("Fatal Python error: Segmentation fault")
+    assert "in crash_here" in text and "in busy" not in text and "Thread 0x" not in text
+    assert dump_complete(text)

@@ -7,7 +7,8 @@ nothing of the controller.
 
 This module only sets up what must come before any import of torch: the rank's stack file,
 where ``SIGUSR1`` makes faulthandler dump every thread's Python stack (it works even when the
-main thread is stuck in C code) and where a crash leaves its stack too. The rank itself is
+main thread is stuck in C code) and where a crash leaves the crashing thread's stack
+(:func:`install_stack_dumps`). The rank itself is
 :class:`harness.runner.rank.serve.Worker`.
 """
 
@@ -30,6 +31,20 @@ def discover_rank() -> tuple[int, int]:
     raise SystemExit("harness worker: no rank in the environment (RANK/WORLD_SIZE, PMI_RANK/PMI_SIZE)")
 
 
+def install_stack_dumps(stack_file) -> None:
+    """``SIGUSR1``: every thread's Python stack into ``stack_file`` (the controller asks a hung
+    rank for it). A crash (SIGSEGV, SIGBUS, SIGABRT, SIGFPE): the crashing thread's stack.
+
+    Only the crashing thread's, because faulthandler reads every other thread's frames while
+    those threads go on running (a crash in C code, such as a native kernel, has released the
+    GIL): a thread that is running Python at that moment can make the dump itself crash after
+    that thread's header, and the process dies before the crashing thread, which CPython lists
+    last, is written. Seen once in the segfault fault case: the dead rank's file ended at the
+    header of its other thread, without the crashing frame."""
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    faulthandler.enable(file=stack_file, all_threads=False)
+
+
 def main() -> int:
     rank, world = discover_rank()
     env = os.environ
@@ -38,10 +53,7 @@ def main() -> int:
 
         die_with_parent(int(env["HARNESS_CONTROLLER_PID"]))
     run_dir = env["HARNESS_RUN_DIR"]
-    stack_file = open(os.path.join(run_dir, f"stacks-r{rank}.txt"), "a")
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
-    # A rank that crashes (SIGSEGV, SIGBUS, SIGABRT, SIGFPE) leaves its Python stack there too.
-    faulthandler.enable(file=stack_file, all_threads=True)
+    install_stack_dumps(open(os.path.join(run_dir, f"stacks-r{rank}.txt"), "a"))
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the controller decides when ranks stop
     from harness.runner.rank.serve import Worker   # torch, the harness and the stack: after faulthandler
 
