@@ -242,10 +242,11 @@ def test_a_cancelled_run_is_killed_at_once_and_the_next_run_is_answered(tmp_path
     zygote = Zygote(RankState(SETTINGS, 0, stack)).start()
     try:
         zygote.begin(isolated_request(CASE, "t", None), timeout=30)
-        while not (tmp_path / "hung.pid").exists():      # the child is inside the case
-            assert zygote.running
+        pid_file = tmp_path / "hung.pid"
+        while not (pid_file.exists() and pid_file.read_text()):   # the child is inside the case
+            assert zygote.running                                 # (the file is made, then written)
             os.sched_yield()
-        hung = int((tmp_path / "hung.pid").read_text())
+        hung = int(pid_file.read_text())
         started = time.monotonic()
         zygote.cancel()                                  # not after the run's 30 s
         assert time.monotonic() - started < 10
