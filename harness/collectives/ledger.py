@@ -119,6 +119,24 @@ class Ledger:
         entry = {"seq": self._seq, "op": op, "group": ranks, "shapes": shapes, "dtypes": dtypes,
                  "reduce": str(reduce_op).split(".")[-1] if reduce_op is not None else None,
                  "sites": call_sites()}
+        return self._append(entry)
+
+    def record_call(self, op: str, reduce: str | None = None) -> dict:
+        """A call of the stack's own that reduces state like a collective, recorded even where no
+        collective is issued (TE's amax reduction at world size 1 calls no ``all_reduce``).
+
+        Recorded as an entry with no tensors and the caller's call sites, so the isolation oracle
+        names a reduction point one run has and the other has not; it is not prechecked (the
+        collective it may issue is, on its own)."""
+        try:
+            ranks = list(range(dist.get_world_size())) if dist.is_initialized() else []
+        except Exception:
+            ranks = []
+        entry = {"seq": self._seq, "op": op, "group": ranks, "shapes": [], "dtypes": [], "reduce": reduce,
+                 "sites": call_sites()}
+        return self._append(entry)
+
+    def _append(self, entry: dict) -> dict:
         with self._lock:
             self._seq += 1
             self.entries.append(entry)

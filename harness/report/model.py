@@ -88,6 +88,7 @@ class RunReport:
     cases: list = dataclasses.field(default_factory=list)
     complete: bool = False
     interrupted: str | None = None
+    stack_info: dict = dataclasses.field(default_factory=dict)   # e.g. the TE version that ran
 
     def summary(self) -> dict:
         counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
@@ -100,6 +101,7 @@ class RunReport:
         return {
             "sut": self.sut, "launcher": self.launcher, "world_size": self.world_size, "seed": self.seed,
             "reuse": self.reuse, "complete": self.complete, "interrupted": self.interrupted,
+            "stack_info": dict(self.stack_info),
             "summary": self.summary(),
             "totals": {
                 "cases": len(self.cases),

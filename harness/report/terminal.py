@@ -39,6 +39,10 @@ def print_summary(report: RunReport, stream=None) -> None:
     print("", file=out)
     print(f"stack {report.sut}, launcher {report.launcher}, world size {report.world_size}, seed {report.seed}, "
           f"reuse {report.reuse}", file=out)
+    info = getattr(report, "stack_info", None) or {}
+    if "te_version" in info:
+        standins = ", ".join(info.get("onnx_standins") or []) or "none"
+        print(f"Transformer Engine {info['te_version'] or '(version unknown)'}, ONNX stand-ins: {standins}", file=out)
     print(f"{t['cases']} cases, {t['models_built']} models built, {t['steps_compared']} steps compared bitwise, "
           f"{t['reuse_events']} reuse events, {t['retention_warnings']} retention warnings", file=out)
     if t["reuse_events"] == 0 and t["cases"]:

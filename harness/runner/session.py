@@ -16,6 +16,7 @@ from harness.report.model import CaseReport, RunReport
 from harness.runner.config import Launcher, RunConfig
 from harness.runner.interrupts import Interrupted, interruptible
 from harness.runner.pipeline import CasePipeline, GroupLost
+from harness.stacks import run_info
 
 __harness_hidden__ = True
 
@@ -68,6 +69,7 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
         session = None
         try:
             session = open_session(cfg, events, spmd)
+            report.stack_info = run_info(cfg.sut)
             run_cases(session, cfg.cases, report, on_case)
         except Interrupted as exc:
             report.interrupted = f"controller received {exc.args[0]}"

@@ -13,8 +13,24 @@ BUILTIN = {
     "emulated-buggy": "harness.stacks.emulated.stack:BUGGY",
     "te": "harness.stacks.te.stack:load",
     "te-buggy": "harness.stacks.te.stack:load_buggy",
+    "te1": "harness.stacks.te1.stack:load",
     "torchao": "harness.stacks.torchao.stack:load",
 }
+
+
+# Stacks whose reports say which release of the library ran (harness.stacks.te.release).
+_TE_STACKS = ("te", "te-buggy", "te1")
+
+
+def run_info(name: str, options: dict | None = None) -> dict:
+    """What a run's report says about the stack beyond its name: for the TE stacks, the TE
+    version and the ONNX stand-ins in place (read in this process, after the stack was loaded);
+    empty for the others. Called by the runner when the session is open."""
+    if name not in _TE_STACKS:
+        return {}
+    from harness.stacks.te.release import run_info as te_run_info
+
+    return te_run_info()
 
 
 def _flags(keys) -> str:

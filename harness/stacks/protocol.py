@@ -127,6 +127,10 @@ class Stack(Protocol):
     # Optional: def warm_child(self, rank: int) -> None -- in the fresh child an isolated run will
     # use, before its case arrives and while the rank runs other cases: what every case starts
     # with anyway (TE: the rank's GPU and CUDA context). It must not run anything of a case.
+    # Optional: def check_optimizer_step(self, model, step) -> str | None -- after each optimizer
+    # step, what the stack checks of its own state against the reference it knows (TE 1.x: each
+    # FP8 weight's scale updated only at the moments its release defines); a line is a
+    # ``reference`` failure at that step, None passes.
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.

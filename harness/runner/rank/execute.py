@@ -179,6 +179,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
     t0 = time.perf_counter()
     reference = getattr(state.stack, "expected_model", expected_model)
     recorder = run.recorder
+    check_step = getattr(state.stack, "check_optimizer_step", None)
     expected = None
     if run.check_reference and recorder is None:
         expected = reference(case, settings.seed, state.world, state.rank, m)
@@ -208,6 +209,12 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         t0 = time.perf_counter()
         state.stack.optimizer_step(model)
         run.timed("stack", t0)
+        if check_step is not None and run.check_reference:
+            t0 = time.perf_counter()
+            mismatch = check_step(model, t)
+            if mismatch and run.first_reference_failure():
+                run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
+            run.timed("reference", t0)
     final = state.stack.final_weights(model)
     hash_state(run.digest, {k: dataclasses.replace(v, amax_history=torch.zeros(0), scale=torch.ones(()),
                                                    scale_inv=torch.ones(())) for k, v in final.items()})

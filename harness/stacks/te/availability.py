@@ -13,6 +13,7 @@ import importlib.util
 import types
 
 from harness.errors import SetupError
+from harness.stacks.te import release
 
 
 def missing_reason() -> str | None:
@@ -24,6 +25,9 @@ def missing_reason() -> str | None:
     if not found:
         return ("--sut te: transformer_engine is not installed here "
                 "(pip install 'fp8-idreuse-harness[te]' on a machine with CUDA)")
+    version = release.installed_version()
+    if release.major(version) == 1:
+        return release.line_refusal("te", 2, "te1", version)
     import torch
 
     if not torch.backends.cuda.is_built() or torch.cuda.device_count() < 1:

@@ -1,0 +1,94 @@
+"""Every call of TE 1.x's amax reduction, recorded: in the rank's collective ledger, and for the
+live model's FP8 weights, with their state before and after (the records :mod:`.moments` checks).
+
+:func:`install` wraps ``FP8GlobalStateManager.reduce_and_update_fp8_tensors`` (a classmethod,
+read at tags v1.12 and v1.13: ``(forward=True, fp8_weights=False)`` in v1.12, ``(forward=True)``
+in v1.13), which every reduction goes through: ``fp8_autocast_exit`` calls it as
+``cls.reduce_and_update_fp8_tensors``, the modules' backward and v1.12's
+``post_optimizer_step_fwd_amax_reduction`` as ``FP8GlobalStateManager.reduce_and_update_fp8_tensors``;
+both look the attribute up at each call. Each call
+
+* goes into the rank's collective ledger (:meth:`harness.collectives.ledger.Ledger.record_call`)
+  as ``te.reduce_and_update_fp8_tensors(forward=..., fp8_weights=...)`` with its call sites, even
+  at world size 1 where TE issues no ``all_reduce``: an extra reduction fired by a reused id is a
+  reduction point the isolated run has not, and the isolation oracle names it;
+* for a forward reduction while a model with FP8 weights is live, records each weight's history
+  and scale (``fp8_meta["scaling_fwd"]``, slot 1) before and after, with the moment
+  (:func:`harness.stacks.te1.moments.classify`: the calling function, and the phase the stack
+  said it was in).
+
+This module is the harness's machinery (``__harness_hidden__``): its frame is never a call site.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from harness.collectives.ledger import LEDGER
+from harness.stacks.te1.moments import Moment, Phase, WeightRecord, WeightState, classify
+
+__harness_hidden__ = True
+
+WEIGHT_SLOT = 1          # tex.FP8FwdTensors.GEMM1_WEIGHT
+METHOD = "reduce_and_update_fp8_tensors"
+
+
+def weight_state(layer) -> WeightState:
+    """A layer's weight slot: history (1-D) and scale (0-dim), copied to the CPU."""
+    meta = layer.fp8_meta["scaling_fwd"]
+    return WeightState(meta.amax_history[:, WEIGHT_SLOT].detach().to("cpu", copy=True),
+                       meta.scale[WEIGHT_SLOT].detach().to("cpu", copy=True).reshape(()))
+
+
+class ReductionRecorder:
+    """What the stack tells it (the live model, the phase, the step, the weights re-cast so far)
+    and what it records. One per stack; the stack's calls set the fields."""
+
+    def __init__(self):
+        self.model = None            # the live model with FP8 weights, or None
+        self.phase = Phase.IDLE
+        self.step = -1
+        self.recast = 0
+        self._installed = None       # (state manager, original classmethod)
+
+    def install(self, state_manager) -> None:
+        """Wrap the state manager's reduction (idempotent)."""
+        if self._installed is not None:
+            return
+        original = state_manager.__dict__[METHOD]
+        function = original.__func__ if isinstance(original, classmethod) else original
+        recorder = self
+
+        def reduce_and_update_fp8_tensors(cls, *args, **kwargs):
+            caller = sys._getframe(1).f_code.co_name
+            return recorder.on_call(caller, args, kwargs, lambda: function(cls, *args, **kwargs))
+
+        setattr(state_manager, METHOD, classmethod(reduce_and_update_fp8_tensors))
+        self._installed = (state_manager, original)
+
+    def uninstall(self) -> None:
+        if self._installed is not None:
+            state_manager, original = self._installed
+            setattr(state_manager, METHOD, original)
+            self._installed = None
+
+    def on_call(self, caller: str, args: tuple, kwargs: dict, call):
+        forward = bool(kwargs.get("forward", args[0] if args else True))
+        fp8_weights = kwargs.get("fp8_weights", args[1] if len(args) > 1 else None)
+        flags = f"forward={forward}" + (f", fp8_weights={bool(fp8_weights)}" if fp8_weights is not None else "")
+        LEDGER.record_call(f"te.{METHOD}({flags})", reduce="MAX")
+        model = self.model
+        if not forward or model is None:
+            return call()
+        moment = classify(caller, self.phase, self.recast, len(model.layers))
+        before = [weight_state(layer) for layer in model.layers]
+        out = call()
+        for i, layer in enumerate(model.layers):
+            model.records.append(WeightRecord(f"layer{i}.weight", self.step, moment, before[i], weight_state(layer)))
+        return out
+
+    def observe(self, model, step: int) -> None:
+        """A record of every weight without a reduction (the end of an optimizer step)."""
+        for i, layer in enumerate(model.layers):
+            state = weight_state(layer)
+            model.records.append(WeightRecord(f"layer{i}.weight", step, Moment.OBSERVED, state, state))
