@@ -157,6 +157,9 @@ class TE1Stack:
         return global_state.registries(mods.state_manager, mods.float8)
 
     def reset(self) -> None:
+        """TE 1.x's global FP8 state and the float8_tensor module's updated set; the recorder
+        forgets a model a failed case left behind."""
+        self.recorder.model = None
         mods = self.te_mods()
         global_state.reset(mods.state_manager, mods.float8)
 
