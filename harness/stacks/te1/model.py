@@ -58,6 +58,7 @@ def build_model(spec, ctx, te_mods, amax_group, device, recorder) -> TE1Model:
                      spec.fp8_params, tuple(spec.dims), construction=construction)
     if spec.fp8_params:
         recorder.model = model
+    recorder.new_model()
     recorder.phase, recorder.step = Phase.BUILD, -1
     try:
         with te.fp8_model_init(enabled=spec.fp8_params), reuse_point_before_weight_data(te_mods.to_float8_func):

@@ -9,7 +9,8 @@ in v1.13), which every reduction goes through: ``fp8_autocast_exit`` calls it as
 both look the attribute up at each call. Each call
 
 * goes into the rank's collective ledger (:meth:`harness.collectives.ledger.Ledger.record_call`)
-  as ``te.reduce_and_update_fp8_tensors(forward=..., fp8_weights=...)`` with its call sites, even
+  as ``te.reduce_and_update_fp8_tensors(forward=..., fp8_weights=...) model M, step T, <phase>``
+  (or ``while model M was built``) with its call sites, even
   at world size 1 where TE issues no ``all_reduce``: an extra reduction fired by a reused id is a
   reduction point the isolated run has not, and the isolation oracle names it;
 * for a forward reduction while a model with FP8 weights is live, records each weight's history
@@ -49,7 +50,23 @@ class ReductionRecorder:
         self.phase = Phase.IDLE
         self.step = -1
         self.recast = 0
+        self.model_index = -1        # the case's model being built or stepped, counted from 0
+        self._case_entries = None    # the ledger's entry list of the case the count belongs to
         self._installed = None       # (state manager, original classmethod)
+
+    def new_model(self) -> None:
+        """A model is being built: counted within the ledger's case (a new case starts at 0)."""
+        if self._case_entries is not LEDGER.entries:
+            self._case_entries, self.model_index = LEDGER.entries, -1
+        self.model_index += 1
+
+    def where(self) -> str:
+        """The model, step and phase of a reduction, as its ledger entry names them."""
+        if self.phase is Phase.IDLE:
+            return "outside the model's calls"
+        if self.phase is Phase.BUILD:
+            return f"while model {self.model_index} was built"
+        return f"model {self.model_index}, step {self.step}, {self.phase.value}"
 
     def install(self, state_manager) -> None:
         """Wrap the state manager's reduction (idempotent)."""
@@ -76,7 +93,7 @@ class ReductionRecorder:
         forward = bool(kwargs.get("forward", args[0] if args else True))
         fp8_weights = kwargs.get("fp8_weights", args[1] if len(args) > 1 else None)
         flags = f"forward={forward}" + (f", fp8_weights={bool(fp8_weights)}" if fp8_weights is not None else "")
-        LEDGER.record_call(f"te.{METHOD}({flags})", reduce="MAX")
+        LEDGER.record_call(f"te.{METHOD}({flags}) {self.where()}", reduce="MAX")
         model = self.model
         if not forward or model is None:
             return call()

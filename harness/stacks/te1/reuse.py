@@ -27,6 +27,8 @@ import torch
 
 from harness.idreuse import reuse_point
 
+__harness_hidden__ = True     # its wrapper frame is the harness's, never a call site
+
 
 @contextlib.contextmanager
 def reuse_point_before_weight_data(to_float8_func):
