@@ -3,7 +3,7 @@
 Called by ``scripts/te1-validate`` (step ``probe``) on a GPU machine. Loads the ``--sut te1``
 stack (the ONNX stand-ins, TE imported with CUDA left alone), says which release it is, which
 stand-ins were installed and whether importing TE started CUDA anyway; then repeats, ``--cycles``
-times, the build-and-destroy of the issue that measured TE 1.12's maps: ``te.Linear(64, 64)``
+times, a build and destroy that shows whether TE's maps keep dead models' ids: ``te.Linear(64, 64)``
 under ``te.fp8_model_init(enabled=True)``, a forward under ``te.fp8_autocast(enabled=True,
 fp8_recipe=DelayedScaling())``, backward, an in-place high-precision copy into the FP8 weight,
 the model deleted and collected; after each, the size of every TE 1.x registry
