@@ -95,3 +95,11 @@ def test_standins_make_te_1x_onnx_imports_work_on_this_torch():
 def _importable(name: str) -> bool:
     code = f"import importlib; importlib.import_module({name!r})"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode == 0
+
+
+def test_more_than_one_rank_is_refused_before_any_rank_starts():
+    from harness.stacks.te1.stack import TE1Stack
+
+    with pytest.raises(SetupError, match=r"^--sut te1 --world-size 2: the TE 1.x stack runs one rank .*"
+                                         r"use --world-size 1$"):
+        TE1Stack("1.12.0").check_world_size(2)

@@ -81,7 +81,11 @@ class TE1Stack:
         torch.zeros(1, device=device)
 
     def check_world_size(self, world_size: int) -> None:
-        """SetupError (one line) when this machine's GPUs cannot run ``world_size`` ranks of TE."""
+        """SetupError (one line) for more than one rank (the stack runs one), or when this
+        machine's GPUs cannot run it."""
+        if world_size > 1:
+            raise SetupError(f"--sut te1 --world-size {world_size}: {_cases.FIELDS.why['world_size']}; "
+                             f"use --world-size 1")
         reason = gpus.world_refusal(world_size, gpus.visible_gpus(), self.name)
         if reason is not None:
             raise SetupError(reason)
