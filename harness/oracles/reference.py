@@ -55,6 +55,20 @@ def final_mismatch(expected, weights: dict) -> str | None:
     return f"after the last step: {mismatch}" if mismatch else None
 
 
+def compared_names(expected, step: int | None) -> set[str]:
+    """The names of what :func:`step_mismatch` compares at ``step`` (``None``: what
+    :func:`final_mismatch` compares after the last step), as a rank records them
+    (:class:`harness.oracles.recorded.StepRecorder`): ``key|field`` for a role's field the
+    expectation holds, the name of each returned tensor it holds. The executor marks the tensors
+    of a report with them; anything else the stack shows is not compared."""
+    if step is None:
+        states, fields, outputs = expected.final, FINAL_FIELDS, {}
+    else:
+        states, fields, outputs = expected.steps[step], STEP_FIELDS, expected.step_outputs(step)
+    names = {f"{key}|{field}" for key, st in states.items() for field in fields if getattr(st, field) is not None}
+    return names | set(outputs)
+
+
 OUTPUT_ORDER = ("output", "grad_input")   # then layer{i}.weight_grad, by layer
 
 
