@@ -8,7 +8,8 @@ a report keeps of each tensor a *token*:
 * any other tensor: the first :data:`DIGEST_HEX` hex digits of its SHA-1 (48 bits: two
   different tensors share a token with probability 2**-48).
 
-Called by the recorder (:func:`token`) and by ``python -m harness diff`` (:func:`value_of`).
+Called by the recorder (:func:`token`); ``python -m harness diff`` reads an exact token back
+without torch (:mod:`harness.report.bitvalues`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import torch
 from harness.fp8.bits import bit_view
 
 DIGEST_HEX = 12
-EXACT = "="
+EXACT = "="       # (harness.report.bitvalues reads it back)
 
 
 def flat_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -52,28 +53,3 @@ def token(t: torch.Tensor, sha1: bytes) -> str:
         width = t.element_size() * 8
         return EXACT + format(bits & ((1 << width) - 1), f"0{width // 4}x")
     return sha1.hex()[:DIGEST_HEX]
-
-
-_DTYPES = {str(d).replace("torch.", ""): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
-                               torch.int8, torch.int32, torch.int64, torch.float8_e4m3fn, torch.float8_e5m2)}
-
-
-def value_of(tok: str, dtype: str) -> str | None:
-    """The value an exact token (``=`` + bits) of a ``dtype`` tensor stands for, as Python prints
-    it (``448.0``); None for a hashed token or a dtype this cannot read. ``dtype``: ``float32``
-    or ``torch.float32``."""
-    dt = _DTYPES.get(dtype.replace("torch.", ""))
-    if not tok.startswith(EXACT) or dt is None:
-        return None
-    try:
-        bits = int(tok[len(EXACT):], 16)
-    except ValueError:
-        return None
-    width = dt.itemsize * 8
-    if bits >= 1 << width:
-        return None
-    raw = torch.tensor(list(bits.to_bytes(dt.itemsize, "little")), dtype=torch.uint8)
-    value = raw.view(dt)[0]
-    if dt in (torch.float8_e4m3fn, torch.float8_e5m2):
-        value = value.float()
-    return repr(value.item())

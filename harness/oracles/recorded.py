@@ -28,7 +28,7 @@ import torch
 from harness.fp8.digest import flat_bytes, sha1_of, token
 from harness.fp8.state import RoleState
 from harness.oracles.findings import Failure, Oracle
-from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, final_mismatch, step_mismatch
+from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, final_mismatch, output_order, step_mismatch
 
 _STATE, _OUTPUT, _FINAL = "s", "o", "f"
 _DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
@@ -81,7 +81,7 @@ class StepRecorder:
         """After step ``step`` of model ``model``: the snapshot and what the step returned.
         Returns the snapshot's ``("key|field", sha1)`` pairs, in layout order."""
         hashed = self._add(model, step, _STATE, _state_tensors(snapshot, STEP_FIELDS))
-        self._add(model, step, _OUTPUT, sorted(returned.items()))
+        self._add(model, step, _OUTPUT, [(n, returned[n]) for n in output_order(returned)])
         return hashed
 
     def final(self, model: int, weights: dict) -> list:

@@ -72,6 +72,12 @@ def compared_names(expected, step: int | None) -> set[str]:
 OUTPUT_ORDER = ("output", "grad_input")   # then layer{i}.weight_grad, by layer
 
 
+def output_order(named) -> list[str]:
+    """The names of what a step returned, in the order they are compared and recorded: the
+    output, the input gradient, then the rest (the weight gradients) by name."""
+    return [n for n in OUTPUT_ORDER if n in named] + sorted(n for n in named if n not in OUTPUT_ORDER)
+
+
 def compare_outputs(expected: dict[str, torch.Tensor], returned: dict[str, torch.Tensor]) -> str | None:
     """None when every tensor the stack returned equals the expected one bit for bit; else the first
     difference: name, index, both values and both bit patterns.
@@ -80,8 +86,7 @@ def compare_outputs(expected: dict[str, torch.Tensor], returned: dict[str, torch
     names present in both are compared: a stack returns what it can (the output alone, say), and
     a reference leaves out what it cannot reproduce bit for bit (GEMMs on tensor cores).
     """
-    names = [n for n in OUTPUT_ORDER if n in expected] + sorted(n for n in expected if n not in OUTPUT_ORDER)
-    for name in names:
+    for name in output_order(expected):
         if name not in returned:
             continue
         e, a = expected[name], returned[name].detach()

@@ -4,7 +4,7 @@ Two releases of a library cannot be imported in one process; two runs can each w
 (``--json``), and this compares them: per case, equal or different, and for a difference the
 first model, step, rank and tensor that differ (``key|field``, or a returned tensor), with both
 tokens and, where the reports carry them (one-element tensors: scales, scale_invs), both values
-and bit patterns (:mod:`harness.report.tensors`, :mod:`harness.fp8.digest`). A case in one
+and bit patterns (:mod:`harness.report.tensors`, :mod:`harness.report.bitvalues`). A case in one
 report only is a difference. Cases that force id reuse of their own (``CaseSpec.reuse``:
 ``repro/isolation``, ``reuse/*``) are listed apart: PR #1326 says its change makes "no change in
 numerics" when no id is reused, and these cases reuse ids whatever the run's ``--reuse``.
@@ -24,7 +24,7 @@ import json
 import sys
 
 from harness.errors import OneLineParser, UsageError
-from harness.fp8.digest import value_of
+from harness.report.bitvalues import value_of
 from harness.report.model import FORMAT_VERSION, check_writable, write_atomic
 from harness.report.tensors import entries
 
