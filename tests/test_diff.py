@@ -335,3 +335,30 @@ def test_a_stack_with_a_narrower_reference_marks_only_what_it_compared():
                         reuse="off", check_reference=False))
     assert not any(e.compared for e in entries(off.cases[0].tensors, "off").values())
     assert entries(off.cases[0].tensors, "off").keys() == entries(full.cases[0].tensors, "full").keys()
+
+
+def test_a_case_skipped_in_one_run_only_is_a_difference_and_in_both_is_not_run(tmp_path, capsys):
+    ran = report(["repro/cross-rank"])
+    declined = report([])
+    declined["cases"] = [CaseReport("repro/cross-rank", "skipped", skip_reason="the stack declines it: why").to_dict()]
+    a, b = write(tmp_path, "a.json", ran), write(tmp_path, "b.json", declined)
+    code, out, _ = run_diff(capsys, a, b)
+    assert code == 1
+    assert "first: model 0 step 0 rank 0 " in out and ", B absent [A passed, B skipped]" in out
+    code, out, _ = run_diff(capsys, b, b)
+    assert code == 0 and "not run    repro/cross-rank [the stack declines it: why]" in out
+
+
+def test_a_stress_run_keeps_no_tensor_tables_in_memory(tmp_path):
+    from harness.case.spec import CaseSpec, ModelSpec
+    from harness.fp8.recipe import DelayedScalingRecipe
+    from harness.stress.record import StressRecord
+
+    config = {"sut": "s", "launcher": "inproc", "world_size": 1, "seed": 1, "reuse": "natural", "minutes": 1,
+              "capabilities": {"formats": ["HYBRID"], "scalings": ["delayed"], "constructions": ["copy"]}}
+    record = StressRecord(config, str(tmp_path))
+    spec = CaseSpec(name="c0", model=ModelSpec(dims=(8, 8), recipe=DelayedScalingRecipe()))
+    full = CaseReport("c0", "passed", tensors=report(["repro/cross-rank"])["cases"][0]["tensors"])
+    record.add_case(0, 0, spec, full, 0.0, None)
+    assert full.tensors and record.case_reports[0].tensors == {}
+    assert record.case_reports[0].name == "c0" and record.case_reports[0].outcome == "passed"
