@@ -55,7 +55,8 @@ def report(names=NAMES, seed: int = 0, change=None, world_size: int = 2, sut="em
     rr = RunReport(sut, "spawn", world_size, seed, "off", complete=True)
     for name in names:
         case = CASES[name]
-        rr.cases.append(CaseReport(name, "passed", forced_reuse=case.reuse,
+        rr.cases.append(CaseReport(name, "passed", forced_reuse=case.reuse, repro=f"python -m harness run --sut {sut} "
+                                   f"--seed {seed} --cases {name}",
                                    tensors=table({r: records(case, r, seed, change) for r in range(2)})))
     return rr.to_dict()
 
@@ -85,7 +86,7 @@ def test_reports_with_equal_tensors_are_equal_and_exit_0(tmp_path, capsys):
     code, out, _ = run_diff(capsys, a, b)
     assert code == 0
     assert "equal      repro/cross-rank" in out and "equal      repro/isolation" in out
-    assert "2 cases: 2 equal" in out
+    assert out.splitlines()[-1] == "2 cases: 2 equal"
 
 
 def test_a_differing_step_is_named_with_both_values_and_bit_patterns(tmp_path, capsys):
@@ -104,6 +105,9 @@ def test_a_differing_step_is_named_with_both_values_and_bit_patterns(tmp_path, c
     # rank 1's changed scale too: one tensor per rank
     assert ": 2 of " in line
     assert "equal      repro/isolation" in out        # the other case is untouched
+    lines = out.splitlines()
+    assert lines[lines.index(line) + 1] == "  rerun it: python -m harness run --sut emulated-patched --seed 0 --cases repro/cross-rank"
+    assert lines[-2:] == [f"JSON diff: {out_json}", f"reproduce: python -m harness diff {a} {b} --json {out_json}"]
     got = json.loads(out_json.read_text())
     assert got["equal"] is False and got["summary"]["different"] == 1
     first = next(c for c in got["cases"] if c["name"] == "repro/cross-rank")["first_difference"]
@@ -147,8 +151,8 @@ def test_cases_that_force_their_own_reuse_are_listed_apart(tmp_path, capsys):
     apart = next(i for i, x in enumerate(lines) if x.startswith("cases that force id reuse of their own"))
     assert code == 1
     assert any(x.startswith("different  repro/cross-rank") for x in lines[:apart])
-    assert any(x.startswith("  different  repro/isolation") and x.endswith("(reuse symmetric)")
-               for x in lines[apart:])
+    at = next(i for i, x in enumerate(lines) if x.startswith("  different  repro/isolation (reuse symmetric): "))
+    assert at > apart and lines[at + 1].startswith("    rerun it: python -m harness run ")
 
 
 @pytest.mark.parametrize("field,a_value,b_value,message", [

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-import sys
+import shlex
 
 from harness.errors import OneLineParser, UsageError
 from harness.report.bitvalues import value_of
@@ -97,6 +97,7 @@ class CaseDiff:
     differing: int = 0           # tensors that differ (or are in one report only)
     tensors: int = 0             # tensors in either report
     note: str = ""               # verdicts that differ, why a case did not run
+    repro: tuple = ()            # the commands that rerun a differing case, A's and B's (one if the same)
 
     def line(self) -> str:
         text = f"{self.status.value:10} {self.name}"
@@ -104,12 +105,18 @@ class CaseDiff:
             text += f": {self.differing} of {self.tensors} tensors differ; first: {self.first.text()}"
         elif self.status is Status.EQUAL:
             text += f": {self.tensors} tensors"
-        return text + (f" [{self.note}]" if self.note else "")
+        text += f" [{self.note}]" if self.note else ""
+        if len(self.repro) == 1:
+            text += f"\n  rerun it: {self.repro[0]}"
+        elif self.repro:
+            text += f"\n  rerun it: A: {self.repro[0]}\n            B: {self.repro[1]}"
+        return text
 
     def to_dict(self) -> dict:
         return {"name": self.name, "status": self.status.value, "forced_reuse": self.forced_reuse,
                 "tensors": self.tensors, "differing": self.differing,
-                "first_difference": self.first.to_dict() if self.first else None, "note": self.note}
+                "first_difference": self.first.to_dict() if self.first else None, "note": self.note,
+                "repro": list(self.repro)}
 
 
 def load_report(path: str, label: str) -> dict:
@@ -161,12 +168,13 @@ def diff_case(name: str, a: dict | None, b: dict | None) -> CaseDiff:
     differing = [k for k in keys if _side(ea.get(k)) != _side(eb.get(k))]
     if not differing:
         return CaseDiff(name, Status.EQUAL, forced, tensors=len(keys), note=note)
+    repro = tuple(dict.fromkeys(c["repro"] for c in (a, b) if c.get("repro")))
     k = differing[0]
     model, step, rank, full = k
     tensor, sep, field = full.partition("|")
     first = FirstDifference(model, step, rank, tensor, field if sep else "returned",
                             _side(ea.get(k)), _side(eb.get(k)))
-    return CaseDiff(name, Status.DIFFERENT, forced, first, len(differing), len(keys), note)
+    return CaseDiff(name, Status.DIFFERENT, forced, first, len(differing), len(keys), note, repro)
 
 
 def _side(entry) -> Side:
@@ -197,7 +205,8 @@ def render(diffs: list[CaseDiff], a: dict, b: dict, path_a: str, path_b: str) ->
     if forced:
         lines.append("cases that force id reuse of their own (CaseSpec.reuse), whatever the run's --reuse; "
                      "PR #1326's \"no change in numerics\" is for runs that reuse no id:")
-        lines += ["  " + d.line() + f" (reuse {d.forced_reuse})" for d in forced]
+        lines += ["  " + dataclasses.replace(d, name=f"{d.name} (reuse {d.forced_reuse})").line().replace("\n", "\n  ")
+                  for d in forced]
     counts = summary(diffs)
     lines.append(f"{len(diffs)} cases: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     return "\n".join(lines)
@@ -233,4 +242,8 @@ def main(argv=None) -> int:
     if args.json:
         write_atomic(args.json, json.dumps(to_json(diffs, a, b, args.a, args.b), indent=1))
         print(f"JSON diff: {args.json}")
-    return 1 if any(d.status.differs() for d in diffs) else 0
+    if not any(d.status.differs() for d in diffs):
+        return 0
+    command = ["python", "-m", "harness", "diff", args.a, args.b] + (["--json", args.json] if args.json else [])
+    print("reproduce: " + " ".join(shlex.quote(c) for c in command))
+    return 1
