@@ -1,10 +1,11 @@
-"""``python -m harness``: run, stress, bench, report, scan.
+"""``python -m harness``: run, stress, bench, report, scan, diff.
 
 Each subcommand has its own module: ``run`` is :mod:`harness.runner.command`, ``stress``
 :mod:`harness.stress.cli`, ``bench`` :mod:`harness.bench.cli`, ``report``
-:mod:`harness.report.trend`, ``scan`` :mod:`harness.scan.cli`. Exit codes: 0 all passed, 1
-failures found, 2 bad input or an environment that cannot run what was asked (one line on
-stderr). Results gathered before an error are written, never lost.
+:mod:`harness.report.trend`, ``scan`` :mod:`harness.scan.cli`, ``diff``
+:mod:`harness.report.diff`. Exit codes: 0 all passed (``diff``: every case equal), 1 failures
+found (``diff``: a difference), 2 bad input or an environment that cannot run what was asked
+(one line on stderr). Results gathered before an error are written, never lost.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ COMMANDS = {
     "bench": ("harness.bench.cli", "benchmarks"),
     "report": ("harness.report.trend", "trend over several stress reports"),
     "scan": ("harness.scan.cli", "static scan for id()-keyed state"),
+    "diff": ("harness.report.diff", "compare two runs' JSON reports, tensor by tensor"),
 }
 
 USAGE = "usage: python -m harness {" + ",".join(COMMANDS) + "} ..."
@@ -35,6 +37,8 @@ def _command(name: str):
         from harness.bench.cli import main
     elif name == "report":
         from harness.report.trend import main
+    elif name == "diff":
+        from harness.report.diff import main
     else:
         from harness.scan.cli import main
     return main

@@ -25,9 +25,10 @@ import math
 
 import torch
 
+from harness.fp8.digest import flat_bytes, sha1_of, token
 from harness.fp8.state import RoleState
 from harness.oracles.findings import Failure, Oracle
-from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, final_mismatch, step_mismatch
+from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, final_mismatch, output_order, step_mismatch
 
 _STATE, _OUTPUT, _FINAL = "s", "o", "f"
 _DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.uint8,
@@ -42,45 +43,62 @@ def judge_checks_reference(by_judge: bool, stack) -> bool:
 
 class StepRecorder:
     """A rank's records of one case: ``(model, step, kind, name, dtype, shape)`` per tensor, the
-    tensors' bytes, packed one step at a time, and a SHA-1 digest of those bytes.
+    tensors' bytes, packed one step at a time, each tensor's SHA-1 and a digest of them all.
 
-    ``keep_bytes=False`` keeps the layout and the digest only: what the judge needs of the
-    reference to recognise records equal to it without encoding its bytes."""
+    Every tensor is hashed once, here: its SHA-1 gives the report's token of it
+    (:func:`harness.fp8.digest.token`, what ``python -m harness diff`` compares), the case's
+    digest for the isolation oracle (the executor folds in what :meth:`step` and :meth:`final`
+    return) and the records' digest, a SHA-1 of every tensor's SHA-1 in layout order, which the
+    judge matches against the reference's.
+
+    ``keep_bytes=False`` keeps the layout and the digests only: what the judge needs of the
+    reference to recognise records equal to it without encoding its bytes, and what a rank
+    that compares its state itself (or runs a case alone) needs for the report and isolation."""
 
     def __init__(self, keep_bytes: bool = True):
         self.layout: list[list] = []
+        self.tokens: list[str] = []
+        self.compared: list[bool] = []
         self.chunks: list[bytes] = []
         self.keep_bytes = keep_bytes
         self._digest = hashlib.sha1()
 
-    def _add(self, model: int, step: int, kind: str, named: list) -> None:
-        flat = []
+    def _add(self, model: int, step: int, kind: str, named: list) -> list:
+        flat, hashed = [], []
         for name, t in named:
-            t = t.detach()
-            if t.device.type != "cpu":
-                t = t.cpu()
             self.layout.append([model, step, kind, name, str(t.dtype), list(t.shape)])
-            one = t.reshape(-1)
-            if one.numel() and one.stride(0) != 1:      # a strided view (a size-1 dim keeps its stride)
-                one = torch.empty(one.shape, dtype=one.dtype).copy_(one)
-            flat.append(one.view(torch.uint8))
-        if flat:
-            raw = torch.cat(flat).numpy()
-            self._digest.update(raw)
-            if self.keep_bytes:
-                self.chunks.append(raw.tobytes())
+            raw = flat_bytes(t)
+            sha1 = sha1_of(raw)
+            self._digest.update(sha1)
+            self.tokens.append(token(t, sha1))
+            hashed.append((name, sha1))
+            flat.append(raw)
+        if flat and self.keep_bytes:
+            self.chunks.append(torch.cat(flat).numpy().tobytes())
+        return hashed
 
-    def step(self, model: int, step: int, snapshot: dict, returned: dict) -> None:
-        """After step ``step`` of model ``model``: the snapshot and what the step returned."""
-        self._add(model, step, _STATE, _state_tensors(snapshot, STEP_FIELDS))
-        self._add(model, step, _OUTPUT, sorted(returned.items()))
+    def step(self, model: int, step: int, snapshot: dict, returned: dict) -> list:
+        """After step ``step`` of model ``model``: the snapshot and what the step returned.
+        Returns the snapshot's ``("key|field", sha1)`` pairs, in layout order."""
+        hashed = self._add(model, step, _STATE, _state_tensors(snapshot, STEP_FIELDS))
+        self._add(model, step, _OUTPUT, [(n, returned[n]) for n in output_order(returned)])
+        return hashed
 
-    def final(self, model: int, weights: dict) -> None:
-        """After the last optimizer step of model ``model``: what its weights are."""
-        self._add(model, -1, _FINAL, _state_tensors(weights, FINAL_FIELDS))
+    def final(self, model: int, weights: dict) -> list:
+        """After the last optimizer step of model ``model``: what its weights are. Returns their
+        ``("key|field", sha1)`` pairs, in layout order."""
+        return self._add(model, -1, _FINAL, _state_tensors(weights, FINAL_FIELDS))
+
+    def mark_compared(self, names) -> None:
+        """Mark every tensor recorded since the last call compared with the reference when its
+        name is in ``names`` (:func:`harness.oracles.reference.compared_names`), not compared
+        otherwise: a rank that compares its state itself says which tensors it compared."""
+        self.compared.extend(row[3] in names for row in self.layout[len(self.compared):])
 
     def to_dict(self) -> dict:
-        out = {"layout": self.layout, "digest": self._digest.hexdigest()}
+        out = {"layout": self.layout, "digest": self._digest.hexdigest(), "tokens": self.tokens}
+        if self.compared:
+            out["compared"] = self.compared + [False] * (len(self.layout) - len(self.compared))
         if self.keep_bytes:
             out["data"] = b"".join(self.chunks)     # raw: the message carries bytes apart from its JSON
         return out
@@ -225,3 +243,16 @@ def check_recorded(result, expectation: CaseExpectation) -> None:
                                                model=m))
                 first = False
     result.steps_compared += compared
+
+
+def reported_records(states: dict, expected_layout: list | None) -> dict:
+    """What a report keeps of one rank's records (its layout and each tensor's token), each
+    tensor marked compared with the reference when the reference holds it (``expected_layout``:
+    :meth:`CaseExpectation.digest`'s; None: nothing was compared). Called by the judge once it
+    has checked the records; a rank that compares its state itself marks its own
+    (:meth:`StepRecorder.mark_compared`)."""
+    layout, tokens = states.get("layout"), states.get("tokens")
+    if not layout or tokens is None or len(tokens) != len(layout):
+        return {}
+    held = {tuple(row[:4]) for row in expected_layout or ()}
+    return {"layout": layout, "tokens": tokens, "compared": [tuple(row[:4]) in held for row in layout]}

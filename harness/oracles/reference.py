@@ -55,7 +55,27 @@ def final_mismatch(expected, weights: dict) -> str | None:
     return f"after the last step: {mismatch}" if mismatch else None
 
 
+def compared_names(expected, step: int | None) -> set[str]:
+    """The names of what :func:`step_mismatch` compares at ``step`` (``None``: what
+    :func:`final_mismatch` compares after the last step), as a rank records them
+    (:class:`harness.oracles.recorded.StepRecorder`): ``key|field`` for a role's field the
+    expectation holds, the name of each returned tensor it holds. The executor marks the tensors
+    of a report with them; anything else the stack shows is not compared."""
+    if step is None:
+        states, fields, outputs = expected.final, FINAL_FIELDS, {}
+    else:
+        states, fields, outputs = expected.steps[step], STEP_FIELDS, expected.step_outputs(step)
+    names = {f"{key}|{field}" for key, st in states.items() for field in fields if getattr(st, field) is not None}
+    return names | set(outputs)
+
+
 OUTPUT_ORDER = ("output", "grad_input")   # then layer{i}.weight_grad, by layer
+
+
+def output_order(named) -> list[str]:
+    """The names of what a step returned, in the order they are compared and recorded: the
+    output, the input gradient, then the rest (the weight gradients) by name."""
+    return [n for n in OUTPUT_ORDER if n in named] + sorted(n for n in named if n not in OUTPUT_ORDER)
 
 
 def compare_outputs(expected: dict[str, torch.Tensor], returned: dict[str, torch.Tensor]) -> str | None:
@@ -66,8 +86,7 @@ def compare_outputs(expected: dict[str, torch.Tensor], returned: dict[str, torch
     names present in both are compared: a stack returns what it can (the output alone, say), and
     a reference leaves out what it cannot reproduce bit for bit (GEMMs on tensor cores).
     """
-    names = [n for n in OUTPUT_ORDER if n in expected] + sorted(n for n in expected if n not in OUTPUT_ORDER)
-    for name in names:
+    for name in output_order(expected):
         if name not in returned:
             continue
         e, a = expected[name], returned[name].detach()

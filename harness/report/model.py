@@ -19,6 +19,12 @@ from harness.errors import UsageError
 from harness.oracles.findings import PRECEDENCE, Failure
 
 
+# The JSON report's format. 2: every case carries its tensor table ("tensors",
+# harness.report.tensors) and "forced_reuse"; the report names its "format_version" (a report
+# without one is of format 1). ``python -m harness diff`` reads format 2 only.
+FORMAT_VERSION = 2
+
+
 @dataclasses.dataclass
 class CaseReport:
     name: str
@@ -38,6 +44,8 @@ class CaseReport:
     artifacts: dict = dataclasses.field(default_factory=dict)
     reuse_misses: int = 0        # forced reuses that did not land (see harness.idreuse.morgue)
     skip_reason: str = ""        # why a skipped case did not run (e.g. the stack declines it)
+    forced_reuse: str = ""       # the case forces id reuse of its own (CaseSpec.reuse), whatever the run's --reuse
+    tensors: dict = dataclasses.field(default_factory=dict)   # every recorded tensor's token (harness.report.tensors)
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -45,7 +53,7 @@ class CaseReport:
         return d
 
 
-def skipped(name: str, reason: str, repro: str = "") -> CaseReport:
+def skipped(name: str, reason: str, repro: str = "", forced_reuse: str = "") -> CaseReport:
     """The report of a case that did not run, and why: never a failure, never shrunk.
 
     The runners make one when the stack declines a case (see
@@ -54,17 +62,18 @@ def skipped(name: str, reason: str, repro: str = "") -> CaseReport:
     """
     if not reason:
         raise ValueError("a skipped case needs its reason")
-    return CaseReport(name, "skipped", repro=repro, skip_reason=reason)
+    return CaseReport(name, "skipped", repro=repro, skip_reason=reason, forced_reuse=forced_reuse)
 
 
 def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str, warnings=(),
             steps_compared=0, models_built=0, digest="", duration_s=0.0, artifacts=None,
-            reuse_misses=0) -> CaseReport:
+            reuse_misses=0, forced_reuse="", tensors=None) -> CaseReport:
     failures = list(failures)
     if not failures:
         return CaseReport(name, "passed", reuse_events=reuse_events, repro=repro, warnings=list(warnings),
                           steps_compared=steps_compared, models_built=models_built, digest=digest,
-                          duration_s=duration_s, artifacts=artifacts or {}, reuse_misses=reuse_misses)
+                          duration_s=duration_s, artifacts=artifacts or {}, reuse_misses=reuse_misses,
+                          forced_reuse=forced_reuse, tensors=tensors or {})
     oracles = sorted({f.oracle for f in failures}, key=lambda o: PRECEDENCE.index(o) if o in PRECEDENCE else 99)
     primary = oracles[0]
     outcome = "error" if primary == "error" else "failed"
@@ -75,7 +84,8 @@ def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str
     if len(ordered) > 12:
         detail += f"\n... and {len(ordered) - 12} more findings"
     return CaseReport(name, outcome, primary, oracles, ranks, reuse_events, detail, repro, list(warnings),
-                      steps_compared, models_built, digest, duration_s, ordered, artifacts or {}, reuse_misses)
+                      steps_compared, models_built, digest, duration_s, ordered, artifacts or {}, reuse_misses,
+                      forced_reuse=forced_reuse, tensors=tensors or {})
 
 
 @dataclasses.dataclass
@@ -99,6 +109,7 @@ class RunReport:
 
     def to_dict(self) -> dict:
         return {
+            "format_version": FORMAT_VERSION,
             "sut": self.sut, "launcher": self.launcher, "world_size": self.world_size, "seed": self.seed,
             "reuse": self.reuse, "complete": self.complete, "interrupted": self.interrupted,
             "stack_info": dict(self.stack_info),

@@ -20,8 +20,9 @@ from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_
 from harness.oracles.exercised import not_exercised
 from harness.oracles.findings import COMMUNICATION, Failure, Oracle
 from harness.oracles.isolation import compare_runs
-from harness.oracles.recorded import check_recorded
+from harness.oracles.recorded import check_recorded, reported_records
 from harness.report.model import CaseReport, group_digest, skipped, verdict
+from harness.report.tensors import table
 
 __harness_hidden__ = True
 
@@ -53,6 +54,7 @@ def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expecta
         raise ValueError(f"ranks {recorded} recorded their FP8 state for the judge, but no expectation was given")
     for r in recorded:
         check_recorded(results[r], expectation)
+        results[r].tensors = reported_records(results[r].states, expectation.digest(r)["layout"])
     for r in sorted(results):
         failures += results[r].failures
     if len(results) == world and not any(f.oracle == Oracle.CROSS_RANK for f in failures):
@@ -133,7 +135,8 @@ def case_report(cfg, case, shared: GroupOutcome, failures: list, previous=None) 
             steps_compared=sum(r.steps_compared for r in res),
             models_built=max([r.models_built for r in res] or [0]),
             digest=group_digest(shared.results), duration_s=max([r.duration_s for r in res] or [0.0]),
-            artifacts=shared.artifacts)
+            artifacts=shared.artifacts, forced_reuse=case.reuse,
+            tensors=table({r: shared.results[r].tensors for r in shared.results}))
 
     first = report(failures)
     reason = not_exercised(case, cfg.reuse, first.outcome, first.reuse_events, first.reuse_misses)
@@ -146,7 +149,7 @@ def case_report(cfg, case, shared: GroupOutcome, failures: list, previous=None) 
 
 def skipped_report(cfg, case, reason: str) -> CaseReport:
     """A case this run cannot run (the stack declines it, its ranks are on several hosts, ...)."""
-    return skipped(case.name, reason, repro_command_for(cfg, case))
+    return skipped(case.name, reason, repro_command_for(cfg, case), forced_reuse=case.reuse)
 
 
 class Recycle(enum.Enum):

@@ -122,13 +122,32 @@ def test_a_result_without_records_is_left_as_the_rank_judged_it():
     assert result.failures == [] and result.steps_compared == 4
 
 
+def sha1_per_tensor(layout, data: bytes) -> list[bytes]:
+    """Each recorded tensor's SHA-1, cut from the packed bytes by the layout."""
+    out, offset = [], 0
+    for _model, _step, _kind, _name, dtype, shape in layout:
+        n = int(torch.tensor(shape).prod().item()) if shape else 1
+        size = n * getattr(torch, dtype.split(".")[1]).itemsize
+        out.append(hashlib.sha1(data[offset:offset + size]).digest())
+        offset += size
+    assert offset == len(data)
+    return out
+
+
 def test_the_digest_the_judge_matches_is_over_exactly_the_bytes_a_rank_sends():
     case = CASES["delayed/wide"]
     expectation = CaseExpectation(case, 0, 2)
     for r in range(2):
         full = expectation.records(r)
-        assert hashlib.sha1(full["data"]).hexdigest() == full["digest"]
-        assert expectation.digest(r) == {"layout": full["layout"], "digest": full["digest"]}
+        # each tensor hashed once; the records' digest is a SHA-1 of those SHA-1s, in layout order
+        per_tensor = sha1_per_tensor(full["layout"], full["data"])
+        assert hashlib.sha1(b"".join(per_tensor)).hexdigest() == full["digest"]
+        # the report's token of a tensor: its bits when it has one element, else its SHA-1's start
+        one_element = [int(torch.tensor(row[5]).prod().item()) == 1 for row in full["layout"]]
+        assert [t.startswith("=") for t in full["tokens"]] == one_element
+        assert [t for t, one in zip(full["tokens"], one_element) if not one] == \
+            [d.hex()[:12] for d, one in zip(per_tensor, one_element) if not one]
+        assert expectation.digest(r) == {"layout": full["layout"], "digest": full["digest"], "tokens": full["tokens"]}
 
 
 def test_records_without_a_digest_are_compared_element_by_element():

@@ -37,10 +37,10 @@ from harness.idreuse.tracker import collect, walk_model
 from harness.oracles.findings import Failure, Oracle
 from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
-from harness.oracles.reference import final_mismatch, step_mismatch
+from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
 from harness.oracles.retention import growth, retained_state
 from harness.reference import expected_model
-from harness.runner.rank.result import RankResult, hash_state, meta_fingerprint
+from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
 from harness.stacks.protocol import BuildContext, StepOutputs
 
@@ -61,7 +61,8 @@ class _CaseRun:
     digest: "hashlib._Hash" = dataclasses.field(default_factory=hashlib.sha256)
     phases: dict = dataclasses.field(default_factory=lambda: {"reference": 0.0, "hygiene": 0.0, "stack": 0.0})
     retained: list = dataclasses.field(default_factory=lambda: [0, 0])
-    recorder: StepRecorder | None = None     # the judge compares: record instead (harness.oracles.recorded)
+    recorder: StepRecorder | None = None     # every tensor hashed once (harness.oracles.recorded)
+    for_judge: bool = False                  # the judge compares: the recorder keeps the bytes for it
     check_reference: bool = True
 
     def timed(self, phase: str, started: float) -> None:
@@ -82,8 +83,8 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     run = _CaseRun(case, state, RankResult(case=case.name, rank=state.rank),
                    ReusePolicy.parse(case.reuse) if case.reuse else state.settings.reuse, fault_hook)
     run.check_reference = state.settings.check_reference and not alone
-    if run.check_reference and judge_checks_reference(state.settings.reference_by_judge, state.stack):
-        run.recorder = StepRecorder()
+    run.for_judge = run.check_reference and judge_checks_reference(state.settings.reference_by_judge, state.stack)
+    run.recorder = StepRecorder(keep_bytes=run.for_judge)
     started = time.perf_counter()
     checks_before = state.ledger.check_s
     state.morgue.configure(run.reuse, state.rank)
@@ -105,10 +106,12 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
         run.fail(classify(exc), f"{type(exc).__name__}: {exc}\n{user_traceback(exc)}")
     finally:
         run.result.collectives = state.ledger.end_case()
-        if run.recorder is not None:
-            t0 = time.perf_counter()
+        t0 = time.perf_counter()
+        if run.for_judge:
             run.result.states = run.recorder.to_dict()
-            run.timed("reference", t0)
+        elif not alone:
+            run.result.tensors = run.recorder.to_dict()     # what the report keeps; isolation needs none
+        run.timed("reference", t0)
     _retention(run, sizes_before)
     leftover = leftover_threads(threads_before)
     if leftover:
@@ -181,7 +184,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
     recorder = run.recorder
     check_step = getattr(state.stack, "check_optimizer_step", None)
     expected = None
-    if run.check_reference and recorder is None:
+    if run.check_reference and not run.for_judge:
         expected = reference(case, settings.seed, state.world, state.rank, m)
     run.timed("reference", t0)
     snap = None
@@ -195,14 +198,14 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         snap = state.stack.snapshot(model)
         run.timed("stack", t0)
         t0 = time.perf_counter()
-        hash_state(run.digest, snap)
+        hashed = recorder.step(m, t, snap, returned)
+        fold_digests(run.digest, hashed)
         if case.model.recipe.reduce_amax:
-            result.meta_fingerprints.append(meta_fingerprint(snap))
-        if recorder is not None:
-            recorder.step(m, t, snap, returned)
-        elif expected is not None:
+            result.meta_fingerprints.append(meta_fingerprint(hashed))
+        if expected is not None:
             mismatch = step_mismatch(expected, t, snap, returned)
             result.steps_compared += 1
+            recorder.mark_compared(compared_names(expected, t))
             if mismatch and run.first_reference_failure():
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
         run.timed("reference", t0)
@@ -216,11 +219,9 @@ def _steps(run: _CaseRun, model, m: int) -> None:
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
             run.timed("reference", t0)
     final = state.stack.final_weights(model)
-    hash_state(run.digest, {k: dataclasses.replace(v, amax_history=torch.zeros(0), scale=torch.ones(()),
-                                                   scale_inv=torch.ones(())) for k, v in final.items()})
-    if recorder is not None:
-        recorder.final(m, final)
-    elif expected is not None:
+    fold_digests(run.digest, recorder.final(m, final))
+    if expected is not None:
+        recorder.mark_compared(compared_names(expected, None))
         mismatch = final_mismatch(expected, final)
         if mismatch and run.first_reference_failure():
             run.fail(Oracle.REFERENCE, mismatch, step=case.steps, model=m)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
-import torch
-
 from harness.oracles.findings import Failure
 
 __harness_hidden__ = True
@@ -33,6 +31,7 @@ class RankResult:
     duration_s: float = 0.0
     phase_s: dict = dataclasses.field(default_factory=dict)
     states: dict = dataclasses.field(default_factory=dict)   # records for the judge's reference check
+    tensors: dict = dataclasses.field(default_factory=dict)  # each tensor's token for the report (no bytes)
 
     def to_dict(self) -> dict:
         try:
@@ -79,29 +78,20 @@ def _plain_copy(value):
     raise _NotPlain(kind.__name__)
 
 
-def _bytes_of(t: torch.Tensor) -> bytes:
-    t = t.detach()
-    if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-        t = t.view(torch.uint8)
-    return t.numpy().tobytes()
+def fold_digests(h, hashed: list) -> None:
+    """Feed one step's ``("key|field", sha1)`` pairs (what the recorder hashed:
+    :meth:`harness.oracles.recorded.StepRecorder.step`) into the case digest ``h``, the one the
+    isolation oracle compares: every role's meta and bytes, by name, without hashing them again."""
+    for name, sha1 in hashed:
+        h.update(name.encode())
+        h.update(sha1)
 
 
-def hash_state(h, states: dict) -> None:
-    """Feed every role's meta and bytes, in key order, into the case digest ``h``."""
-    for key in sorted(states):
-        st = states[key]
-        h.update(key.encode())
-        for field in ("amax_history", "scale", "scale_inv", "fp8_bytes", "fp8_scale_inv"):
-            t = getattr(st, field)
-            if t is not None:
-                h.update(_bytes_of(t))
-
-
-def meta_fingerprint(states: dict) -> str:
-    """The all-reduced part of a snapshot (histories and scales): equal on every rank when sound."""
+def meta_fingerprint(hashed: list) -> str:
+    """The all-reduced part of a snapshot (histories and scales), from the step's ``("key|field",
+    sha1)`` pairs: equal on every rank when sound."""
     h = hashlib.sha256()
-    for key in sorted(states):
-        st = states[key]
-        for t in (st.amax_history, st.scale):
-            h.update(_bytes_of(t))
+    for name, sha1 in hashed:
+        if name.endswith(("|amax_history", "|scale")):
+            h.update(sha1)
     return h.hexdigest()[:16]
