@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from harness.case.catalog import builtin_cases
-from harness.fp8.digest import token
+from harness.fp8.digest import flat_bytes, token
 from harness.oracles.recorded import CaseExpectation, StepRecorder, reported_records
 from harness import cli
 from harness.report import diff
@@ -228,14 +228,15 @@ def run_cli(*argv, capsys=None) -> tuple[int, str, str]:
 def test_tokens_are_exact_bits_for_one_element_and_start_of_sha1_otherwise():
     for value, dtype in ((448.0, torch.float32), (0.1, torch.bfloat16), (3.5, torch.float8_e4m3fn)):
         t = torch.tensor(value, dtype=torch.float32).to(dtype)
-        tok = token(t, b"\x00" * 20)
+        tok = token(t, flat_bytes(t), b"\x00" * 20)
         assert tok == "=" + format(int(t.view(torch.uint8 if t.dtype.itemsize == 1 else torch.int16 if
                                                 t.dtype.itemsize == 2 else torch.int32)) & 0xffffffff,
                                    f"0{t.dtype.itemsize * 2}x")
         assert value_of(tok, str(dtype)) == repr(t.float().item())
     # sign bits count: -0.0 and 0.0 are different tokens
-    assert token(torch.tensor(-0.0), b"") != token(torch.tensor(0.0), b"")
-    many = token(torch.zeros(3), bytes(range(20)))
+    assert token(torch.tensor(-0.0), flat_bytes(torch.tensor(-0.0)), b"") != \
+        token(torch.tensor(0.0), flat_bytes(torch.tensor(0.0)), b"")
+    many = token(torch.zeros(3), flat_bytes(torch.zeros(3)), bytes(range(20)))
     assert many == bytes(range(20)).hex()[:12] and value_of(many, "float32") is None
 
 

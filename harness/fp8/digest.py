@@ -18,7 +18,6 @@ import hashlib
 
 import torch
 
-from harness.fp8.bits import bit_view
 
 DIGEST_HEX = 12
 EXACT = "="       # (harness.report.bitvalues reads it back)
@@ -41,15 +40,13 @@ def sha1_of(raw: torch.Tensor) -> bytes:
     return hashlib.sha1(raw.numpy()).digest()
 
 
-def token(t: torch.Tensor, sha1: bytes) -> str:
-    """What a report keeps of ``t``, whose bytes hash to ``sha1``: its bit pattern when it has
-    one element (``=`` + hex, as :func:`harness.fp8.bits.bit_view` reads it), else the start of
-    its SHA-1."""
+def token(t: torch.Tensor, raw: torch.Tensor, sha1: bytes) -> str:
+    """What a report keeps of ``t``, whose bytes are ``raw`` (:func:`flat_bytes`) and hash to
+    ``sha1``: its bit pattern when it has one element (``=`` + hex: the element's bytes read as
+    one little-endian integer, which is :func:`harness.fp8.bits.bit_view`'s reading on the
+    little-endian hosts torch runs on), else the start of its SHA-1. One element costs no torch
+    call: the bytes are already at hand."""
     if t.numel() == 1:
-        try:
-            bits = int(bit_view(t.detach().cpu().reshape(())).item())
-        except KeyError:                        # a dtype without an integer view: hashed
-            return sha1.hex()[:DIGEST_HEX]
-        width = t.element_size() * 8
-        return EXACT + format(bits & ((1 << width) - 1), f"0{width // 4}x")
+        data = raw.numpy().tobytes()
+        return EXACT + format(int.from_bytes(data, "little"), f"0{2 * len(data)}x")
     return sha1.hex()[:DIGEST_HEX]

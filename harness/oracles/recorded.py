@@ -70,7 +70,7 @@ class StepRecorder:
             raw = flat_bytes(t)
             sha1 = sha1_of(raw)
             self._digest.update(sha1)
-            self.tokens.append(token(t, sha1))
+            self.tokens.append(token(t, raw, sha1))
             hashed.append((name, sha1))
             flat.append(raw)
         if flat and self.keep_bytes:
