@@ -197,19 +197,15 @@ class StressSession:
 
     def _run_batch(self, b: int) -> None:
         rec = self.record
-        batch_seed = derive_seed("stress-batch", self.opts.seed, b)
+        batch_seed = batch_seed_of(self.opts.seed, b)
         size = self._batch_size()
         self.progress.phase = f"batch {b}: drawing cases"
         self.progress.update(rec.totals(), force=True)
-        drawn = draw(batch_seed, size, self.capabilities, self.cfg.world_size)
+        drawn, cases = batch_cases(self.opts.seed, b, size, self.capabilities, self.cfg.world_size)
         rec.add_draws(drawn)
-        specs = drawn.cases
-        if not specs:
+        if not cases:
             reasons = ", ".join(drawn.declined_reasons) or "no case drawn"
             raise UsageError(f"--sut {self.cfg.sut} declined all {drawn.draws} cases drawn for batch {b}: {reasons}")
-        # The batch number (the seed's, not this stream's count) names the case and seeds its data.
-        cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}", data_seed=derive_seed("stress-data", self.opts.seed, b, i))
-                 for i, c in enumerate(specs)]
         batch_start = rec.elapsed()
         info = {"index": b, "seed": batch_seed, "size": size, "started_s": round(batch_start, 3), "cases_run": 0,
                 "ended": None, "duration_s": None, "startup_s": None, "file": None}
@@ -368,6 +364,22 @@ class StressSession:
             v = result["verification"]
             self.progress.note(f"failure #{n} [{failure['oracle']}]: NOT reproduced in a fresh process (exit "
                                f"{v['exit_code']}, oracle {v['oracle']}); batch replay:\n  {batch_info['replay']}")
+
+
+def batch_seed_of(seed: int, b: int) -> int:
+    """The Hypothesis seed of the seed's batch number ``b``."""
+    return derive_seed("stress-batch", seed, b)
+
+
+def batch_cases(seed: int, b: int, size: int, capabilities, world_size: int) -> tuple:
+    """Batch ``b`` of ``seed``: its draw (:class:`~harness.stress.explore.DrawnBatch`) and its
+    first ``size`` cases as they run. The batch number (the seed's, not a stream's count) names
+    each case and seeds its data, so that no two batches of a seed, in any shard or group, run a
+    case with the same spec and data seed (Hypothesis starts every draw with the simplest case)."""
+    drawn = draw(batch_seed_of(seed, b), size, capabilities, world_size)
+    cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}", data_seed=derive_seed("stress-data", seed, b, i))
+             for i, c in enumerate(drawn.cases)]
+    return drawn, cases
 
 
 def _install_signal_handlers() -> dict:
