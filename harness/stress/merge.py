@@ -239,7 +239,7 @@ def check_out(out_dir: str, folders: list[str]) -> None:
             raise UsageError(f"stress merge: OUT {out_dir!r} is also one of the folders to merge")
 
 
-def merge(out_dir: str, folders: list[str], config_extra=None, stream=sys.stderr) -> MergedRecord:
+def merge(out_dir: str, folders: list[str], config_extra=None, stream=None) -> MergedRecord:
     """Check and load every folder, then write OUT's reports; UsageError before anything is written."""
     if not folders:
         raise UsageError("stress merge: no folders to merge (usage: stress merge OUT DIR...)")
@@ -250,6 +250,7 @@ def merge(out_dir: str, folders: list[str], config_extra=None, stream=sys.stderr
     except OSError as exc:
         raise UsageError(f"stress merge: OUT {out_dir!r} cannot be created: {exc.strerror or exc}") from None
     clear_previous(out_dir)
+    stream = stream or sys.stderr
     for line in warnings:
         print(line, file=stream)
     record = MergedRecord(parts, out_dir, warnings, config_extra)
