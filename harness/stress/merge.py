@@ -249,7 +249,7 @@ def merge(out_dir: str, folders: list[str], config_extra=None, stream=None) -> M
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"stress merge: OUT {out_dir!r} cannot be created: {exc.strerror or exc}") from None
-    clear_previous(out_dir)
+    clear_previous(out_dir, run_folders=False)
     stream = stream or sys.stderr
     for line in warnings:
         print(line, file=stream)

@@ -197,13 +197,17 @@ class StressRecord:
         publish(self.path("index.html"))
 
 
-def clear_previous(out_dir: str) -> None:
-    """Remove what an earlier stress run or merge left in ``out_dir`` (only the files they write)."""
+def clear_previous(out_dir: str, run_folders: bool = True) -> None:
+    """Remove what an earlier stress run or merge left in ``out_dir`` (only the files they write);
+    ``run_folders=False`` (a merge) leaves a run's ``batches``, ``claims`` and ``group-<g>`` alone:
+    a ``--groups`` run merges its own group folders into ``out_dir``."""
     for name in os.listdir(out_dir):
         path = os.path.join(out_dir, name)
         if name in ("stress.json", "junit.xml", "index.html") or (name.startswith("repro-") and name.endswith(".json")):
             os.unlink(path)
-        elif (name in ("plots", "batches", "claims") or name.startswith("group-")) and os.path.isdir(path):
+        elif name == "plots" and os.path.isdir(path):
+            shutil.rmtree(path)
+        elif run_folders and (name in ("batches", "claims") or name.startswith("group-")) and os.path.isdir(path):
             shutil.rmtree(path)
 
 
