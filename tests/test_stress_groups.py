@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -124,3 +126,43 @@ def test_gpu_groups_that_fit_are_planned_on_gpus_of_their_own(monkeypatch):
     assert plan["groups"] == 2 and plan["devices"] == ["0,1", "2,3"]
     args.groups = "auto"
     assert _plan_groups(args, cfg, load_stack(cfg.sut, cfg.sut_options()))["devices"][0] == "0,1"
+
+
+def _alive_with(text: str) -> list[int]:
+    """Pids of processes whose command line mentions ``text``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if text.encode() in fh.read():
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_sigint_stops_every_group_and_merges_what_they_finished(tmp_path):
+    out = tmp_path / "interrupted"
+    proc = _start(out, "--sut", "emulated-patched", "--groups", "2", "--seed", "4", "--minutes", "3")
+    try:
+        deadline = time.monotonic() + 180
+        done = [0, 0]
+        while time.monotonic() < deadline and proc.poll() is None and min(done) < 1:
+            for g in range(2):
+                try:
+                    done[g] = len(_load(out / f"group-{g}")["cases"])
+                except (OSError, ValueError):
+                    done[g] = 0
+            time.sleep(0.2)
+        assert min(done) >= 1, f"the groups finished no case in time: {done}"
+        proc.send_signal(signal.SIGINT)
+        result = _finish(proc, timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert result.returncode == 130, result.stderr[-2000:]
+    merged = _load(out)
+    assert merged["complete"] is False and "SIGINT" in (merged["interrupted"] or "")
+    assert merged["totals"]["cases"] >= sum(done) and merged["totals"]["parts"] == 2
+    assert _alive_with(str(out)) == []          # no group, rank or zygote left behind

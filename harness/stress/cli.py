@@ -192,7 +192,7 @@ def _run_groups(args, argv: list[str], cfg, plan: dict) -> int:
     extra = {"stream": {"index": shard.index, "count": shard.count}, "shard": args.shard.text() if args.shard else None,
              "groups": groups, "group": None, "group_devices": plan["devices"],
              "argv": ["python", "-m", "harness", "stress"] + argv}
-    record = merge(args.out, folders, config_extra=extra)
+    record = merge(args.out, folders, config_extra=extra, interrupted=run.interrupted)
     print_summary(record)
     if run.interrupted or any(c == 130 for c in codes):
         return 130

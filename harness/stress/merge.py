@@ -171,7 +171,8 @@ def _adopt_repro(failure: dict, out_dir: str) -> None:
 class MergedRecord(StressRecord):
     """A :class:`StressRecord` made of the parts' records: what the writers read."""
 
-    def __init__(self, parts: list[Part], out_dir: str, warnings: list[str], config_extra=None):
+    def __init__(self, parts: list[Part], out_dir: str, warnings: list[str], config_extra=None,
+                 interrupted: str | None = None):
         first = parts[0].data
         config = dict(first["config"], **(config_extra or {}))
         config["merged_from"] = [{"part": p.label, "folder": p.folder, "complete": bool(p.data.get("complete")),
@@ -184,7 +185,7 @@ class MergedRecord(StressRecord):
         self.finished_at = max((p.data.get("finished_at") or "") for p in parts) or None
         self.complete = all(p.data.get("complete") for p in parts) and not any("missing" in w for w in warnings)
         stopped = [f"part {p.label}: {p.data['interrupted']}" for p in parts if p.data.get("interrupted")]
-        self.interrupted = "; ".join(stopped) or None
+        self.interrupted = "; ".join(([interrupted] if interrupted else []) + stopped) or None
         errors = [f"part {p.label}: {p.data['error']}" for p in parts if p.data.get("error")]
         self.error = "; ".join(errors) or None
         self.failures, numbers = merge_failures(parts)
@@ -239,8 +240,9 @@ def check_out(out_dir: str, folders: list[str]) -> None:
             raise UsageError(f"stress merge: OUT {out_dir!r} is also one of the folders to merge")
 
 
-def merge(out_dir: str, folders: list[str], config_extra=None, stream=None) -> MergedRecord:
-    """Check and load every folder, then write OUT's reports; UsageError before anything is written."""
+def merge(out_dir: str, folders: list[str], config_extra=None, stream=None, interrupted: str | None = None) -> MergedRecord:
+    """Check and load every folder, then write OUT's reports; UsageError before anything is written.
+    ``interrupted``: why the run that made the folders was stopped (a ``--groups`` run's signal)."""
     if not folders:
         raise UsageError("stress merge: no folders to merge (usage: stress merge OUT DIR...)")
     check_out(out_dir, folders)
@@ -253,7 +255,7 @@ def merge(out_dir: str, folders: list[str], config_extra=None, stream=None) -> M
     stream = stream or sys.stderr
     for line in warnings:
         print(line, file=stream)
-    record = MergedRecord(parts, out_dir, warnings, config_extra)
+    record = MergedRecord(parts, out_dir, warnings, config_extra, interrupted)
     record.write_json()
     record.write_junit()
     try:
