@@ -49,7 +49,8 @@ def _load(out) -> dict:
 
 
 def test_the_same_shard_twice_runs_the_same_cases(tmp_path):
-    args = ("--sut", "emulated-patched", "--shard", "1/4", "--seed", "11", "--max-cases", "6", "--minutes", "2")
+    args = ("--sut", "emulated-patched", "--shard", "1/4", "--seed", "11", "--max-cases", "6", "--minutes", "5",
+            "--batch-seconds", "600")
     runs = [_start(tmp_path / f"r{k}", *args) for k in range(2)]
     for proc in runs:
         result = _finish(proc)
@@ -63,7 +64,7 @@ def test_the_same_shard_twice_runs_the_same_cases(tmp_path):
 def test_two_groups_run_side_by_side_and_shrink_a_failure_once(tmp_path):
     out = tmp_path / "g"
     result = _finish(_start(out, "--sut", "emulated-buggy", "--groups", "2", "--seed", "2", "--max-cases", "10",
-                            "--minutes", "3", "--shrink-seconds", "3"), timeout=400)
+                            "--minutes", "5", "--batch-seconds", "600", "--shrink-seconds", "3"), timeout=400)
     assert result.returncode == 1, result.stderr[-3000:]
     merged = _load(out)
     assert merged["totals"]["parts"] == 2 and merged["config"]["groups"] == 2

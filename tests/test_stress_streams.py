@@ -178,3 +178,21 @@ def test_auto_groups_and_case_split():
     assert auto_groups(3, 2, None) == 1
     assert split_cases(10, 3) == [4, 3, 3] and split_cases(None, 2) == [None, None]
     assert sum(split_cases(7, 4)) == 7
+
+
+def test_the_progress_line_counts_every_group_and_each_failure_once(tmp_path):
+    from harness.stress.groups import combined_totals, read_header
+    from harness.stress.record import StressRecord
+
+    record = StressRecord({"sut": "emulated-buggy", "capabilities": {}}, str(tmp_path))
+    path = tmp_path / "stress.json"
+    path.write_text(record.json_text())
+    header = read_header(str(path))
+    assert header["totals"]["cases"] == 0 and "cases" not in header
+    a = {"totals": {"cases": 5, "failing_cases": 2, "reuse_events": 7},
+         "failures": [{"oracle": "hygiene", "signature": "hygiene: R holds a dead id"}]}
+    b = {"totals": {"cases": 4, "failing_cases": 1, "reuse_events": 1},
+         "failures": [{"oracle": "hygiene", "signature": "hygiene: R holds a dead id"},
+                      {"oracle": "cross-rank", "signature": "cross-rank: X @ f.py g"}]}
+    assert combined_totals([a, b]) == {"cases": 9, "failing_cases": 3, "failures": 2, "reuse_events": 8}
+    assert read_header(str(tmp_path / "missing.json")) is None
