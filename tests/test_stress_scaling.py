@@ -39,3 +39,5 @@ def test_summary_scales_against_n_times_one_group_and_says_when_it_misses():
     assert "| 4 | 0 | - | 6.0 | 0.5 |" in text and "not begun" in text
     # No one-group figure: no ratio is made up.
     assert all(r["scaling"] is None for r in summarise(runs[1:], ncores=16))
+    # ... unless an earlier invocation's is given.
+    assert [r["scaling"] for r in summarise(runs[1:], ncores=16, base_rate=3.0)] == [0.9, 0.5, None]

@@ -114,9 +114,10 @@ def _mean(values) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def summarise(runs: list[dict], ncores: int) -> list[dict]:
-    """One row per run: its rate against N times the one-group rate, and its utilisations."""
-    base = next((r["cases_per_s"] for r in runs if r["groups"] == 1 and r.get("cases_per_s")), None)
+def summarise(runs: list[dict], ncores: int, base_rate: float | None = None) -> list[dict]:
+    """One row per run: its rate against N times the one-group rate (this invocation's, else
+    ``base_rate``: an earlier invocation's), and its utilisations."""
+    base = next((r["cases_per_s"] for r in runs if r["groups"] == 1 and r.get("cases_per_s")), base_rate)
     rows = []
     for r in runs:
         row = {k: r.get(k) for k in ("groups", "exit_code", "wall_s", "cases", "cases_per_s", "note")}
@@ -162,6 +163,8 @@ def build_parser():
     p.add_argument("--minutes", type=float, default=2.0)
     p.add_argument("--sample-s", type=float, default=2.0)
     p.add_argument("--total-s", type=float, default=None, help="begin no run that could end after this")
+    p.add_argument("--base-rate", type=float, default=None,
+                   help="the one-group cases/s of an earlier invocation, where this one runs no --groups 1")
     p.add_argument("--work", default=None, help="folder for the runs' full reports (default: a temp folder, removed)")
     return p
 
@@ -186,7 +189,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     meta = {"command": " ".join(["python -m harness stress"] + stress_args + ["--minutes", f"{args.minutes:g}"]),
             "host": os.uname().nodename, "ncores": ncores, "load_start": round(os.getloadavg()[0], 2),
-            "gpus": None}
+            "gpus": None, "base_rate": args.base_rate}
     if shutil.which("nvidia-smi"):
         names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                                text=True, timeout=30).stdout.split("\n")
@@ -229,12 +232,12 @@ def main(argv=None) -> int:
         _save(args.out, runs, meta, ncores)
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(markdown(summarise(runs, ncores), meta))
+    print(markdown(summarise(runs, ncores, args.base_rate), meta))
     return 0
 
 
 def _save(out: str, runs: list[dict], meta: dict, ncores: int) -> None:
-    rows = summarise(runs, ncores)
+    rows = summarise(runs, ncores, meta.get("base_rate"))
     _write(os.path.join(out, "summary.json"), json.dumps({"meta": meta, "rows": rows, "runs": runs}, indent=1))
     _write(os.path.join(out, "summary.md"), markdown(rows, meta))
 

@@ -34,7 +34,7 @@ from harness.stacks import load_stack
 from harness.stacks.capabilities import capabilities_of, world_declined_reason
 from harness.stress.candidates import candidate_runner
 from harness.stress.claims import Claims, OwnClaims
-from harness.stress.explore import draw
+from harness.stress.explore import DRAW_LIMIT, draw
 from harness.stress.progress import Progress
 from harness.stress.record import COMMUNICATION_ORACLES, StressRecord
 from harness.stress.repro import command_text, display_path, run_command, write_case_file
@@ -193,7 +193,7 @@ class StressSession:
             # Short runs draw fewer (drawing a hundred cases takes about a second).
             return max(20, min(self.opts.batch_size, int(self.opts.budget_s * 2)))
         rate = len(self.record.cases) / t
-        return max(20, min(500, int(rate * self.opts.batch_seconds * 1.5) + 10))
+        return max(20, min(DRAW_LIMIT, int(rate * self.opts.batch_seconds * 1.5) + 10))
 
     def _run_batch(self, b: int) -> None:
         rec = self.record
