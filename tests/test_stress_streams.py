@@ -7,7 +7,6 @@ Pure functions and draws, in this process (no rank group starts); the end-to-end
 
 from __future__ import annotations
 
-import itertools
 
 import pytest
 
