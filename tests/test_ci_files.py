@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
 
 import pytest
 import yaml
@@ -15,7 +16,8 @@ GITLAB = os.path.join(ROOT, "ci", "gitlab-ci.yml")
 # Keys at the top of a GitLab CI file that are not jobs.
 GITLAB_KEYWORDS = {"default", "include", "stages", "variables", "workflow", "image", "services", "cache",
                    "before_script", "after_script", "spec"}
-EXPECTED_JOBS = {"pytest", "torchrun", "mpirun", "nightly-stress", "nightly-stress-te"}
+EXPECTED_JOBS = {"pytest", "torchrun", "mpirun", "nightly-stress", "nightly-stress-te", "nightly-stress-shard",
+                 "nightly-stress-merge"}
 
 
 def _load(path: str) -> dict:
@@ -112,3 +114,56 @@ def test_the_gpu_nightly_script_stresses_te_in_a_venv_that_sees_the_runners_te()
     assert "HARNESS_VENV_SYSTEM_SITE=1" in text and 'RESULTS_DIR="${RESULTS_DIR:-results/te}"' in text
     assert '--sut "${TE_SUT:-te}" --world-size "${WORLD_SIZE:-1}"' in text
     assert text.index("HARNESS_VENV_SYSTEM_SITE=1") < text.index("_venv.sh")    # set before the venv is made
+
+
+def test_the_sharded_nightly_is_a_matrix_of_one_seed_then_a_merge_that_always_runs():
+    jobs = _load(GITHUB)["jobs"]
+    shard, merge = jobs["nightly-stress-shard"], jobs["nightly-stress-merge"]
+    assert "schedule" in shard["if"] and shard["strategy"]["fail-fast"] is False
+    assert shard["strategy"]["matrix"]["shard"] == [0, 1, 2, 3]
+    assert shard["env"]["SHARD_INDEX"] == "${{ matrix.shard }}"
+    assert shard["env"]["SHARD_COUNT"] == "${{ strategy.job-total }}"
+    assert "matrix" not in shard["env"]["STRESS_SEED"] and shard["env"]["STRESS_SEED"].startswith("${{ github.")
+    [upload] = [s for s in shard["steps"] if s.get("uses", "").startswith("actions/upload-artifact")]
+    assert upload["if"] == "always()" and "matrix.shard" in upload["with"]["name"]
+    assert upload["with"]["path"] == "results/shards/"
+    assert merge["needs"] == "nightly-stress-shard" and merge["if"].startswith("always() && ")
+    [download] = [s for s in merge["steps"] if s.get("uses", "").startswith("actions/download-artifact")]
+    assert download["with"]["pattern"] == "stress-shard-*" and download["with"]["merge-multiple"] is True
+    assert download["with"]["path"] == "results/shards/"
+
+    data = _load(GITLAB)
+    shard, merge = data["nightly-stress-shard"], data["nightly-stress-merge"]
+    assert shard["parallel"] == 4 and shard["variables"]["STRESS_SEED"] == "$CI_PIPELINE_ID"
+    assert any("schedule" in r["if"] for r in shard["rules"])
+    assert shard["artifacts"]["when"] == "always" and "results/shards/" in shard["artifacts"]["paths"]
+    assert merge["needs"] == [{"job": "nightly-stress-shard", "artifacts": True}]
+    assert [r.get("when") for r in merge["rules"] if "schedule" in r["if"]] == ["always"]
+    assert merge["artifacts"]["when"] == "always" and "results/sharded/stress-*/" in merge["artifacts"]["paths"]
+
+
+def _shard_command(env: dict) -> subprocess.CompletedProcess:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("CI_NODE_", "SHARD_", "STRESS_"))}
+    return subprocess.run([os.path.join(ROOT, "scripts", "nightly-stress-shard")], env={**keep, "DRY_RUN": "1", **env},
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("env,shard", [
+    ({"CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "4"}, "0/4"),        # GitLab counts from 1
+    ({"CI_NODE_INDEX": "4", "CI_NODE_TOTAL": "4"}, "3/4"),
+    ({"SHARD_INDEX": "0", "SHARD_COUNT": "4"}, "0/4"),            # the GitHub matrix counts from 0
+    ({"SHARD_INDEX": "2", "SHARD_COUNT": "4"}, "2/4"),
+])
+def test_the_shard_script_maps_each_index_and_passes_the_seed(env, shard):
+    done = _shard_command({**env, "STRESS_SEED": "123456"})
+    assert done.returncode == 0, done.stderr
+    words = done.stdout.split()
+    assert words[words.index("--shard") + 1] == shard and words[words.index("--seed") + 1] == "123456"
+    assert words[words.index("--out") + 1] == f"results/shards/shard-{shard.replace('/', '-of-')}"
+
+
+def test_the_shard_script_refuses_to_run_without_a_seed_or_a_shard():
+    done = _shard_command({"SHARD_INDEX": "0", "SHARD_COUNT": "4"})
+    assert done.returncode == 2 and "STRESS_SEED" in done.stderr and not done.stdout
+    done = _shard_command({"STRESS_SEED": "1"})
+    assert done.returncode == 2 and "SHARD_INDEX" in done.stderr and not done.stdout

@@ -91,7 +91,7 @@ def test_hypothesis_shrinks_a_failing_case_of_a_batch_to_the_simplest_one():
 
     batch = draw_batch(5, 60)
     index = next(i for i, c in enumerate(batch) if fails(c))
-    outcome = shrink_in_batch(5, 60, index, batch[index], fails, deadline=time.monotonic() + 30)
+    outcome = shrink_in_batch(5, index, batch[index], fails, deadline=time.monotonic() + 30)
     assert outcome.found
     m = outcome.minimal
     assert fails(m)

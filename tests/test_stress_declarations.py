@@ -59,7 +59,7 @@ def test_a_te_failure_shrinks_to_the_simplest_case_te_runs():
 
     batch = draw(5, 60, TE, 2).cases
     index = next(i for i, c in enumerate(batch) if fails(c))
-    outcome = shrink_in_batch(5, 60, index, batch[index], fails, time.monotonic() + 30, TE, 2)
+    outcome = shrink_in_batch(5, index, batch[index], fails, time.monotonic() + 30, TE, 2)
     assert outcome.found and outcome.declined == 0
     m = outcome.minimal
     assert declined_reason(TE, m, 2) is None
@@ -84,7 +84,7 @@ def test_declined_draws_are_counted_dropped_and_never_shrunk_to(monkeypatch):
         return case.models >= 2
 
     index = next(i for i, c in enumerate(batch.cases) if fails(c))
-    outcome = shrink_in_batch(5, 80, index, batch.cases[index], fails, time.monotonic() + 30, caps, 2)
+    outcome = shrink_in_batch(5, index, batch.cases[index], fails, time.monotonic() + 30, caps, 2)
     assert outcome.found and outcome.declined > 0
     assert (outcome.minimal.models, outcome.minimal.steps) == (2, 2)
 

@@ -283,6 +283,13 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
                 ("shrinking", _e(f"{repro.get('candidates_run', 0)} candidates, {repro.get('shrink_s', 0)} s"
                                  + (f"; {repro['note']}" if repro.get("note") else ""))),
                 ("check", checked)]
+        if f.get("signature"):
+            rows.insert(0, ("signature", _e(f["signature"])))
+        if f.get("parts"):     # a merged report: the shards or groups it appeared in
+            rows.append(("found in", _e(", ".join(f"part {p['part']} ({p['count']} case{'s' * (p['count'] != 1)})"
+                                                  for p in f["parts"]) + f"; repro from part {f.get('repro_from')}")))
+        elif f.get("shrunk_by_group") is not None:
+            rows.append(("shrunk by", _e(f"group {f['shrunk_by_group']}, which found it first")))
         if len(repro.get("attempts", [])) > 1:
             rows.append(("attempts", _e("; ".join(
                 f"{a['kind']} ({a['cases']} case{'s' * (a['cases'] != 1)}): "

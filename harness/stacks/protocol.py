@@ -121,6 +121,8 @@ class Stack(Protocol):
     # when it differs from builtin_cases() (cases a plain run leaves out, like TE's Userbuffers family).
     # Optional: def check_world_size(self, world_size) -> None -- raise harness.errors.SetupError
     # (one line) when this machine cannot run that many ranks of the stack; called before any rank starts.
+    # Optional: def gpu_count(self) -> int -- the GPUs its ranks may use; `stress --groups` then
+    # gives each group GPUs of its own (world size >= 2) or spreads the groups over them (1).
     # Optional: def preload(self) -> None -- import what the stack's models need, once per rank,
     # before the rank forks the zygote its isolated runs start from, so that no isolated run pays
     # the import again. It must not initialise CUDA (a CUDA context does not survive a fork).

@@ -15,6 +15,15 @@ The pieces, one job per file:
 * :mod:`harness.stress.record`: the run's record (every case, failures, totals) and its
   writers (``stress.json``, ``junit.xml``, ``index.html``).
 * :mod:`harness.stress.session`: the main loop: batches until the time budget is spent.
+* :mod:`harness.stress.streams`: which of the seed's batches a shard and group run (``--shard``,
+  ``--groups``).
+* :mod:`harness.stress.signature`: a failure's signature (oracle, call site or registry; ids,
+  addresses and sizes blanked): what makes two failing cases one failure.
+* :mod:`harness.stress.claims`: which group of a ``--groups`` run shrinks a failure (the first).
+* :mod:`harness.stress.groups`: ``--groups N``: the groups as child stress processes, their
+  GPUs, the progress line over all of them, and their merge.
+* :mod:`harness.stress.merge`: ``stress merge OUT DIR...``: one report from many folders.
+* :mod:`harness.stress.summary`: the summary printed at the end.
 * :mod:`harness.stress.progress`: the progress line on stderr.
 * :mod:`harness.stress.cli`: the command line.
 """

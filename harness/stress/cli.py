@@ -1,5 +1,10 @@
 """``python -m harness stress``: randomised cases for M minutes, failures shrunk, reports in DIR.
 
+``stress --shard I/N`` runs shard I of N of the seed's batches, ``--groups N|auto`` runs N rank
+groups side by side (:mod:`harness.stress.groups`), and ``stress merge OUT DIR...`` makes one
+report of many folders (:mod:`harness.stress.merge`). Every refusal happens before anything is
+written or started.
+
 Exit codes: 0 no failure, 1 failures found (each with a checked repro command), 2 bad input
 or an environment that cannot run the stack, 130 interrupted (the reports are still written).
 """
@@ -9,10 +14,10 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shutil
 import sys
 
 from harness.errors import OneLineParser, UsageError
+from harness.stress.streams import Stream, group_stream, parse_shard
 
 
 def _positive(kind, what):
@@ -27,7 +32,19 @@ def _positive(kind, what):
     return parse
 
 
+def _checked(parse):
+    """An argparse type from a parser that raises UsageError (its message becomes argparse's)."""
+    def convert(text):
+        try:
+            return parse(text)
+        except UsageError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from harness.stress.groups import parse_groups
+
     from harness.runner.options import Front, add_to_argparse
 
     p = OneLineParser(prog="python -m harness stress", description=__doc__.splitlines()[0])
@@ -45,20 +62,29 @@ def build_parser() -> argparse.ArgumentParser:
                    help="stop after this many cases even if time is left")
     p.add_argument("--max-failures", type=_positive(int, "--max-failures"), default=None,
                    help="stop once this many kinds of failure are found, shrunk and checked")
+    p.add_argument("--shard", type=_checked(parse_shard), default=None, metavar="I/N",
+                   help="run shard I (from 0) of N disjoint case streams of the seed (a job array's task)")
+    p.add_argument("--groups", type=_checked(parse_groups), default=1, metavar="N|auto",
+                   help="rank groups side by side, each its own stream of cases (default 1; auto: what the "
+                        "machine holds)")
+    # Given by a --groups run to each of its groups (harness.stress.groups), not by users.
+    p.add_argument("--group-of", type=_checked(_group_of), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--claims", default=None, help=argparse.SUPPRESS)
     return p
 
 
-def _clear_previous(out_dir: str) -> None:
-    """Remove what an earlier stress run left in ``out_dir`` (only the files this command writes)."""
-    for name in os.listdir(out_dir):
-        path = os.path.join(out_dir, name)
-        if name in ("stress.json", "junit.xml", "index.html") or (name.startswith("repro-") and name.endswith(".json")):
-            os.unlink(path)
-        elif name in ("plots", "batches") and os.path.isdir(path):
-            shutil.rmtree(path)
+def _group_of(text: str) -> tuple[int, int]:
+    """``g/G``: this process is group g of a G-group run."""
+    stream = parse_shard(text)
+    return stream.index, stream.count
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "merge":
+        from harness.stress.merge import main as merge_main
+
+        return merge_main(argv[1:])
     args = build_parser().parse_args(argv)
     from harness.runner.machine import check_machine, check_stack
     from harness.runner.options import Front, config_from_values, options_for
@@ -68,8 +94,13 @@ def main(argv=None) -> int:
         raise UsageError(f"--shrink-share must be between 0 and 1, got {args.shrink_share!r}")
     cfg = config_from_values({o.field: getattr(args, o.field) for o in options_for(Front.STRESS)}, Front.STRESS)
     check_machine(cfg)                               # fail early, before any rank starts
-    check_stack(cfg, load_stack(cfg.sut, cfg.sut_options()))
+    stack = load_stack(cfg.sut, cfg.sut_options())
+    check_stack(cfg, stack)
     seed = cfg.seed
+    groups = args.groups
+    if args.group_of is None and groups != 1:
+        plan = _plan_groups(args, cfg, stack)        # refuses more GPU groups than GPUs, before any start
+        groups = plan["groups"]
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out!r} exists and is not a folder")
     try:
@@ -78,51 +109,93 @@ def main(argv=None) -> int:
         raise UsageError(f"--out {args.out!r} cannot be created: {exc.strerror or exc}") from None
     if not os.access(args.out, os.W_OK):
         raise UsageError(f"--out {args.out!r} is not writable")
-    _clear_previous(args.out)
+    from harness.stress.record import clear_previous
+
+    clear_previous(args.out)
+    if args.group_of is None and groups != 1:
+        return _run_groups(args, argv, cfg, plan)
 
     import hypothesis
     import torch
 
     from harness.stress.progress import Progress
+    from harness.stress.claims import FolderClaims, OwnClaims
     from harness.stress.session import StressOptions, StressSession
+    from harness.stress.summary import print_summary
 
+    shard = args.shard or Stream()
+    group, of = args.group_of or (None, 1)
+    stream = group_stream(shard, of, group) if group is not None else shard
+    claims = FolderClaims(args.claims, group) if (args.claims and group is not None) else OwnClaims()
     opts = StressOptions(minutes=args.minutes, out_dir=args.out, seed=seed, batch_seconds=args.batch_seconds,
                          shrink_share=args.shrink_share, shrink_per_failure_s=args.shrink_seconds,
-                         max_cases=args.max_cases, max_failures=args.max_failures)
-    extra = {"argv": ["python", "-m", "harness", "stress"] + list(sys.argv[1:] if argv is None else argv),
+                         max_cases=args.max_cases, max_failures=args.max_failures, stream=stream,
+                         shard=args.shard, group=group, groups=of)
+    extra = {"argv": ["python", "-m", "harness", "stress"] + argv,
              "cwd": os.getcwd(), "host": platform.node(), "python": platform.python_version(),
              "torch": torch.__version__, "hypothesis": hypothesis.__version__}
-    print(f"stress: {cfg.sut} on {cfg.launcher} (world size {cfg.world_size}), seed {seed}, {args.minutes:g} min, "
-          f"reports in {args.out}", file=sys.stderr, flush=True)
-    record = StressSession(cfg, opts, Progress(opts.budget_s), config_extra=extra).run()
+    where = f", shard {args.shard.text()}" if args.shard is not None else ""
+    where += f", group {group} of {of} (batches {stream.index} + {stream.count}*j)" if group is not None else ""
+    print(f"stress: {cfg.sut} on {cfg.launcher} (world size {cfg.world_size}), seed {seed}{where}, "
+          f"{args.minutes:g} min, reports in {args.out}", file=sys.stderr, flush=True)
+    record = StressSession(cfg, opts, Progress(opts.budget_s), config_extra=extra, claims=claims).run()
     print_summary(record)
     if record.interrupted:
         return 130
     return 1 if record.totals()["failing_cases"] else 0
 
 
-def print_summary(record, stream=None) -> None:
-    from harness.stress.record import declaration_lines
+def _plan_groups(args, cfg, stack) -> dict:
+    """How many groups, and on which GPUs; UsageError (exit 2) for what this machine cannot hold."""
+    from harness.runner.machine import check_capacity, cores
+    from harness.stress.groups import auto_groups, gpu_sets, split_cases, stack_gpus
 
-    out = stream or sys.stdout
-    t = record.totals()
-    print(f"\n{t['cases']} cases in {t['batches']} batches, {t['models_built']} models built, {t['reuse_events']} "
-          f"reuse events, {t['steps_compared']} steps compared bitwise, {t['cases_per_s']:.2f} cases/s "
-          f"({t['elapsed_s']:.0f} s)", file=out)
-    by_oracle = ", ".join(f"{o} {n}" for o, n in t["failures_by_oracle"].items()) or "none"
-    print(f"{t['failing_cases']} failing cases ({by_oracle}), {t['failures']} distinct failures", file=out)
-    for line in declaration_lines(t):
-        print(line, file=out)
-    if t["reuse_events"] == 0 and t["cases"]:
-        print("note: no id was reused in this run, so the id-reuse bug class was not exercised", file=out)
-    for f in record.failures:
-        repro = f.get("repro") or {}
-        state = {True: "reproduces", False: "did NOT reproduce in a fresh process", None: "not checked"}[
-            repro.get("verified")]
-        print(f"\nfailure #{f['n']} [{f['oracle']}] {f['count']} case{'s' * (f['count'] != 1)}, first "
-              f"{f['first_case']}; repro ({repro.get('kind', '?')}, {repro.get('cases', '?')} case"
-              f"{'s' * (repro.get('cases') != 1)}, {state}):", file=out)
-        print(f"  {repro.get('command', '(none)')}", file=out)
-    if record.interrupted:
-        print(f"\ninterrupted: {record.interrupted}", file=out)
-    print(f"\nreports: {os.path.join(record.out_dir, 'stress.json')}, junit.xml, index.html", file=out)
+    gpus = stack_gpus(stack)
+    groups = args.groups
+    if groups == "auto":
+        groups = auto_groups(cfg.world_size, cores(), len(gpus) if gpus is not None else None)
+    if args.max_cases is not None and groups > args.max_cases:
+        groups = args.max_cases       # a group with no case to run would only start ranks
+    devices = gpu_sets(groups, cfg.world_size, gpus, cfg.sut)
+    if not cfg.oversubscribe and groups > 1:
+        from harness.runner.config import Launcher
+
+        if cfg.launcher is not Launcher.INPROC:
+            try:
+                check_capacity(groups * cfg.world_size)
+            except UsageError as exc:
+                raise UsageError(f"--groups {groups}: {exc}") from None
+    return {"groups": groups, "devices": devices, "max_cases": split_cases(args.max_cases, groups)}
+
+
+def _run_groups(args, argv: list[str], cfg, plan: dict) -> int:
+    from harness.stress.groups import GroupRun, run_groups
+    from harness.stress.merge import merge
+    from harness.stress.progress import Progress
+    from harness.stress.summary import print_summary
+
+    groups = plan["groups"]
+    shard = args.shard or Stream()
+    on = "" if all(d is None for d in plan["devices"]) else " on GPUs " + " | ".join(plan["devices"])
+    print(f"stress: {cfg.sut} on {cfg.launcher} (world size {cfg.world_size}), seed {cfg.seed}, {groups} groups"
+          f"{on}{', shard ' + shard.text() if args.shard else ''}, {args.minutes:g} min, reports in {args.out}",
+          file=sys.stderr, flush=True)
+    run = GroupRun(argv, args.out, groups, cfg.seed, plan["devices"], plan["max_cases"], args.minutes * 60.0,
+                   Progress(args.minutes * 60.0))
+    codes = run_groups(run)
+    folders = [run.folder(g) for g in range(groups) if os.path.isfile(os.path.join(run.folder(g), "stress.json"))]
+    for g, code in enumerate(codes):
+        if run.folder(g) not in folders:
+            print(f"warning: group {g} wrote no report (exit {code})", file=sys.stderr)
+    if not folders:
+        raise UsageError(f"no group wrote a report (exit codes {codes})")
+    extra = {"stream": {"index": shard.index, "count": shard.count}, "shard": args.shard.text() if args.shard else None,
+             "groups": groups, "group": None, "group_devices": plan["devices"],
+             "argv": ["python", "-m", "harness", "stress"] + argv}
+    record = merge(args.out, folders, config_extra=extra, interrupted=run.interrupted)
+    print_summary(record)
+    if run.interrupted or any(c == 130 for c in codes):
+        return 130
+    if any(c == 2 for c in codes):
+        return 2
+    return 1 if record.totals()["failing_cases"] else 0

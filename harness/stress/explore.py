@@ -1,8 +1,12 @@
 """Hypothesis, driven programmatically: draw a batch of cases, then shrink one that failed.
 
-A batch is the sequence of examples Hypothesis generates for a ``@given`` function seeded with
-``@seed(batch_seed)``, ``database=None``, ``max_examples=size``. Generation is deterministic
-for a given seed, size and sequence of outcomes, so to shrink the k-th case of a batch we run
+A batch is the first ``size`` examples Hypothesis generates for a ``@given`` function seeded
+with ``@seed(batch_seed)``, ``database=None``, ``max_examples=DRAW_LIMIT``: the draw stops there
+(the body raises once it has them). Hypothesis plans its generation by ``max_examples`` (with
+``max_examples=size`` the first 20 cases of a 20-case and of a 120-case draw differ), so it is
+the same for every size: a batch's i-th case depends on the seed and i only, not on how many
+cases the batch drew (which follows the rate seen so far). Generation is deterministic for a
+given seed, settings and sequence of outcomes, so to shrink the k-th case of a batch we run
 the same function again: the first k calls pass without running anything (so Hypothesis walks
 the very same examples), the k-th raises, and from there Hypothesis's own shrinker proposes
 smaller cases, each judged by ``still_fails``. The last example that raised is the one
@@ -29,12 +33,20 @@ from harness.stacks.capabilities import UNDECLARED, Capabilities, declined_reaso
 from harness.stress.strategies import PLACEHOLDER, case_specs
 
 
+# Hypothesis's example budget for every draw; a batch takes at most this many cases.
+DRAW_LIMIT = 500
+
+
 class _Failing(Exception):
     """Raised inside the Hypothesis test body when the case (still) fails."""
 
 
-def _explore(body, batch_seed: int, size: int, phases, capabilities: Capabilities) -> None:
-    @settings(database=None, deadline=None, max_examples=size, phases=phases, derandomize=False,
+class _Enough(Exception):
+    """Raised inside the Hypothesis test body once a draw has all the cases it wants."""
+
+
+def _explore(body, batch_seed: int, phases, capabilities: Capabilities) -> None:
+    @settings(database=None, deadline=None, max_examples=DRAW_LIMIT, phases=phases, derandomize=False,
               suppress_health_check=list(HealthCheck), report_multiple_bugs=False, verbosity=Verbosity.quiet,
               print_blob=False)
     @seed(batch_seed)
@@ -57,10 +69,15 @@ class DrawnBatch:
 
 def draw(batch_seed: int, size: int, capabilities: Capabilities = UNDECLARED,
          world_size: int | None = None) -> DrawnBatch:
-    """Up to ``size`` cases (named with the placeholder), the same ones for the same arguments."""
+    """Up to ``size`` cases (named with the placeholder; at most :data:`DRAW_LIMIT`), the same
+    ones for the same arguments; the first n of a larger size are those of size n."""
     batch = DrawnBatch(cases=[])
+    if size > DRAW_LIMIT:
+        raise ValueError(f"a batch draws at most {DRAW_LIMIT} cases, not {size}")
 
     def keep(case: CaseSpec) -> None:
+        if len(batch.cases) >= size:
+            raise _Enough()       # also on Hypothesis's replay of the example that raised
         batch.draws += 1
         reason = declined_reason(capabilities, case, world_size)
         if reason is None:
@@ -69,7 +86,10 @@ def draw(batch_seed: int, size: int, capabilities: Capabilities = UNDECLARED,
             batch.declined += 1
             batch.declined_reasons[reason] = batch.declined_reasons.get(reason, 0) + 1
 
-    _explore(keep, batch_seed, size, (Phase.generate,), capabilities)
+    try:
+        _explore(keep, batch_seed, (Phase.generate,), capabilities)
+    except _Enough:
+        pass
     return batch
 
 
@@ -98,7 +118,7 @@ class ShrinkOutcome:
     seconds: float = 0.0
 
 
-def shrink_in_batch(batch_seed: int, size: int, index: int, failing: CaseSpec, still_fails,
+def shrink_in_batch(batch_seed: int, index: int, failing: CaseSpec, still_fails,
                     deadline: float, capabilities: Capabilities = UNDECLARED,
                     world_size: int | None = None) -> ShrinkOutcome:
     """Replay the batch's draw up to ``failing`` (its ``index``-th case), then let Hypothesis shrink it.
@@ -149,7 +169,7 @@ def shrink_in_batch(batch_seed: int, size: int, index: int, failing: CaseSpec, s
             raise _Failing()
 
     try:
-        _explore(body, batch_seed, size, (Phase.generate, Phase.shrink), capabilities)
+        _explore(body, batch_seed, (Phase.generate, Phase.shrink), capabilities)
     except _Failing:
         pass
     return ShrinkOutcome(found=state["hit"], minimal=state["minimal"] if state["hit"] else None,

@@ -14,6 +14,7 @@ import dataclasses
 import datetime
 import json
 import os
+import shutil
 import time
 
 from harness.report.html import coverage_text
@@ -56,12 +57,12 @@ class StressRecord:
 
     # --- adding ------------------------------------------------------------------------------
     def add_case(self, batch: int, index: int, spec, report: CaseReport, started_s: float,
-                 failure: int | None) -> dict:
+                 failure: int | None, signature: str | None = None) -> dict:
         finished_s = self.elapsed()
         entry = {
             "name": report.name, "batch": batch, "index": index, "outcome": report.outcome,
             "oracle": report.oracle, "oracles": list(report.oracles), "ranks": list(report.ranks),
-            "failure": failure, "reuse_events": report.reuse_events, "models_built": report.models_built,
+            "failure": failure, "signature": signature, "reuse_events": report.reuse_events, "models_built": report.models_built,
             "steps_compared": report.steps_compared, "duration_s": round(report.duration_s, 4),
             "wall_s": round(finished_s - started_s, 4), "started_s": round(started_s, 3),
             "finished_s": round(finished_s, 3), "retention_warnings": len(report.warnings),
@@ -97,9 +98,10 @@ class StressRecord:
         out["not_run"] = [f"{field}={v}" for field in counts for v, n in out[field].items() if not n]
         return out
 
-    def new_failure(self, oracle: str, case_entry: dict, spec, prefix_len: int) -> dict:
+    def new_failure(self, oracle: str, case_entry: dict, spec, prefix_len: int, signature: str | None = None) -> dict:
         failure = {
-            "n": len(self.failures) + 1, "oracle": oracle, "first_case": case_entry["name"],
+            "n": len(self.failures) + 1, "oracle": oracle, "signature": signature or oracle,
+            "first_case": case_entry["name"],
             "cases": [case_entry["name"]], "count": 1, "found_s": case_entry["finished_s"],
             "detail": case_entry["detail"], "original": {"spec": spec.to_dict(), "describe": describe(spec),
                                                           **complexity(spec), "preceding_cases": prefix_len},
@@ -108,9 +110,10 @@ class StressRecord:
         self.failures.append(failure)
         return failure
 
-    def failure_for(self, oracle: str) -> dict | None:
+    def failure_for(self, signature: str) -> dict | None:
+        """The failure with this signature (:mod:`harness.stress.signature`), if one was found."""
         for f in self.failures:
-            if f["oracle"] == oracle:
+            if f["signature"] == signature:
                 return f
         return None
 
@@ -194,6 +197,20 @@ class StressRecord:
 
         write_stress_html(self.to_dict(), self.path("index.html"), plots_dir=self.path("plots"))
         publish(self.path("index.html"))
+
+
+def clear_previous(out_dir: str, run_folders: bool = True) -> None:
+    """Remove what an earlier stress run or merge left in ``out_dir`` (only the files they write);
+    ``run_folders=False`` (a merge) leaves a run's ``batches``, ``claims`` and ``group-<g>`` alone:
+    a ``--groups`` run merges its own group folders into ``out_dir``."""
+    for name in os.listdir(out_dir):
+        path = os.path.join(out_dir, name)
+        if name in ("stress.json", "junit.xml", "index.html") or (name.startswith("repro-") and name.endswith(".json")):
+            os.unlink(path)
+        elif name == "plots" and os.path.isdir(path):
+            shutil.rmtree(path)
+        elif run_folders and (name in ("batches", "claims") or name.startswith("group-")) and os.path.isdir(path):
+            shutil.rmtree(path)
 
 
 def declaration_lines(totals: dict) -> list[str]:

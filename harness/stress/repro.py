@@ -59,7 +59,7 @@ def _resolve_prctl():
 _PRCTL = _resolve_prctl()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child: SIGTERM when the stress process dies, so a killed run leaves no controller behind."""
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
@@ -74,7 +74,7 @@ def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float) -> di
     cmd = [sys.executable] + argv[1:] + ["--json", json_path]
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=env, preexec_fn=_die_with_parent)
+                            env=env, preexec_fn=die_with_parent)
     timed_out = False
     try:
         out, _ = proc.communicate(timeout=timeout_s)

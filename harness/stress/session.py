@@ -9,6 +9,12 @@ a kind not seen before: that failure is then shrunk and its repro command checke
 :mod:`harness.stress.shrink`) before the next batch starts. Later failures of a known kind are
 counted against it; while its repro does not reproduce, a later failing case of that kind is
 tried instead (at most ``MAX_TRIES`` cases per kind).
+
+Which batches: the run's :class:`~harness.stress.streams.Stream` (its shard and group, see
+:mod:`harness.stress.streams`) gives the seed's batch number of its j-th batch; case names and
+data seeds come from that number, so no two shards or groups of one seed run the same case. A
+"kind" of failure is its signature (:mod:`harness.stress.signature`); whether this process
+shrinks a new one or another group of the run does is its :class:`~harness.stress.claims.Claims`.
 """
 
 from __future__ import annotations
@@ -27,11 +33,14 @@ from harness.runner.session import run
 from harness.stacks import load_stack
 from harness.stacks.capabilities import capabilities_of, world_declined_reason
 from harness.stress.candidates import candidate_runner
-from harness.stress.explore import draw
+from harness.stress.claims import Claims, OwnClaims
+from harness.stress.explore import DRAW_LIMIT, draw
 from harness.stress.progress import Progress
 from harness.stress.record import COMMUNICATION_ORACLES, StressRecord
 from harness.stress.repro import command_text, display_path, run_command, write_case_file
 from harness.stress.shrink import Budget, FailureContext, Shrinker
+from harness.stress.signature import signature
+from harness.stress.streams import Stream
 from harness.stress.strategies import describe
 
 MAX_NAMES_PER_FAILURE = 200
@@ -56,6 +65,10 @@ class StressOptions:
     shrink_per_failure_s: float = 60.0
     max_cases: int | None = None
     max_failures: int | None = None     # stop once this many kinds of failure are found (and shrunk)
+    stream: Stream = Stream()           # which of the seed's batches this process runs
+    shard: Stream | None = None         # --shard, as given (None: not sharded)
+    group: int | None = None            # this process's group of a --groups run (None: alone)
+    groups: int = 1
 
     @property
     def budget_s(self) -> float:
@@ -63,9 +76,11 @@ class StressOptions:
 
 
 class StressSession:
-    def __init__(self, cfg: RunConfig, opts: StressOptions, progress: Progress | None = None, config_extra=None):
+    def __init__(self, cfg: RunConfig, opts: StressOptions, progress: Progress | None = None, config_extra=None,
+                 claims: Claims | None = None):
         self.cfg = cfg
         self.opts = opts
+        self.claims = claims or OwnClaims()
         self.progress = progress or Progress(opts.budget_s)
         config = {
             "sut": cfg.sut, "sut_options": dict(cfg.sut_options() or {}), "launcher": cfg.launcher.value,
@@ -73,7 +88,10 @@ class StressSession:
             "minutes": opts.minutes, "deadline_s": cfg.deadline_s, "strict": cfg.strict,
             "isolation": cfg.isolation, "batch_seconds": opts.batch_seconds, "batch_size": opts.batch_size,
             "shrink_share": opts.shrink_share, "shrink_per_failure_s": opts.shrink_per_failure_s,
-            "max_cases": opts.max_cases, "max_failures": opts.max_failures, **(config_extra or {}),
+            "max_cases": opts.max_cases, "max_failures": opts.max_failures,
+            "stream": {"index": opts.stream.index, "count": opts.stream.count},
+            "shard": opts.shard.text() if opts.shard is not None else None,
+            "groups": opts.groups, "group": opts.group, **(config_extra or {}),
         }
         # What the stack runs: batches are drawn from it, and a world size it declines is bad input.
         self.capabilities = capabilities_of(load_stack(cfg.sut, cfg.sut_options()))
@@ -92,12 +110,12 @@ class StressSession:
         previous = _install_signal_handlers()
         try:
             self.record.write_json()
-            batch = 0
+            j = 0
             while not self._time_up() and not self._enough_cases():
-                if batch and self._too_late_for_a_batch():
+                if j and self._too_late_for_a_batch():
                     break
-                self._run_batch(batch)
-                batch += 1
+                self._run_batch(self.opts.stream.batch(j))
+                j += 1
                 if not self._time_up() and not self._enough_cases():
                     self._write_reports(html=time.monotonic() - self._html_at >= HTML_EVERY_S)
             self.record.complete = True
@@ -141,7 +159,10 @@ class StressSession:
         """Stop early: as many cases, or as many kinds of failure, as asked for."""
         if self.opts.max_cases is not None and len(self.record.cases) >= self.opts.max_cases:
             return True
-        return self.opts.max_failures is not None and len(self.record.failures) >= self.opts.max_failures
+        if self.opts.max_failures is None:
+            return False
+        # Every group's: failures another group shrinks count too (they are claimed by then).
+        return max(len(self.record.failures), self.claims.count()) >= self.opts.max_failures
 
     def _account(self) -> None:
         t = self.record.time
@@ -172,21 +193,19 @@ class StressSession:
             # Short runs draw fewer (drawing a hundred cases takes about a second).
             return max(20, min(self.opts.batch_size, int(self.opts.budget_s * 2)))
         rate = len(self.record.cases) / t
-        return max(20, min(500, int(rate * self.opts.batch_seconds * 1.5) + 10))
+        return max(20, min(DRAW_LIMIT, int(rate * self.opts.batch_seconds * 1.5) + 10))
 
     def _run_batch(self, b: int) -> None:
         rec = self.record
-        batch_seed = derive_seed("stress-batch", self.opts.seed, b)
+        batch_seed = batch_seed_of(self.opts.seed, b)
         size = self._batch_size()
         self.progress.phase = f"batch {b}: drawing cases"
         self.progress.update(rec.totals(), force=True)
-        drawn = draw(batch_seed, size, self.capabilities, self.cfg.world_size)
+        drawn, cases = batch_cases(self.opts.seed, b, size, self.capabilities, self.cfg.world_size)
         rec.add_draws(drawn)
-        specs = drawn.cases
-        if not specs:
+        if not cases:
             reasons = ", ".join(drawn.declined_reasons) or "no case drawn"
             raise UsageError(f"--sut {self.cfg.sut} declined all {drawn.draws} cases drawn for batch {b}: {reasons}")
-        cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}") for i, c in enumerate(specs)]
         batch_start = rec.elapsed()
         info = {"index": b, "seed": batch_seed, "size": size, "started_s": round(batch_start, 3), "cases_run": 0,
                 "ended": None, "duration_s": None, "startup_s": None, "file": None}
@@ -208,17 +227,25 @@ class StressSession:
                     started = max(batch_start, rec.elapsed() - case_report.duration_s)
                     info["startup_s"] = round(started - batch_start, 2)
                 oracle = case_report.oracle
-                known = rec.failure_for(oracle) if oracle else None
+                sig = signature(oracle, case_report.detail, [spec.name]) if oracle else None
+                known = rec.failure_for(sig) if oracle else None
                 n = None
                 if oracle:
                     n = known["n"] if known else len(rec.failures) + 1
-                entry = rec.add_case(b, i, spec, case_report, started, n)
+                entry = rec.add_case(b, i, spec, case_report, started, n, sig)
                 walls[spec.name] = entry["wall_s"]
                 state["last_t"] = rec.elapsed()
                 if oracle and known is None:
-                    failure = rec.new_failure(oracle, entry, spec, i - state["segment"])
-                    pending.append(FailureContext(failure, cases, batch_seed, size, i, state["segment"], walls))
-                    self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: new failure #{n}")
+                    failure = rec.new_failure(oracle, entry, spec, i - state["segment"], sig)
+                    owner = self.claims.claim(sig)
+                    if owner is None:
+                        pending.append(FailureContext(failure, cases, batch_seed, size, i, state["segment"], walls))
+                        self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: new failure #{n}")
+                    else:
+                        failure["status"] = "shrunk by another group"
+                        failure["shrunk_by_group"] = owner
+                        self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: new failure #{n}, "
+                                           f"found first by group {owner}, which shrinks it")
                 elif known is not None:
                     known["count"] += 1
                     if len(known["cases"]) < MAX_NAMES_PER_FAILURE:
@@ -337,6 +364,22 @@ class StressSession:
             v = result["verification"]
             self.progress.note(f"failure #{n} [{failure['oracle']}]: NOT reproduced in a fresh process (exit "
                                f"{v['exit_code']}, oracle {v['oracle']}); batch replay:\n  {batch_info['replay']}")
+
+
+def batch_seed_of(seed: int, b: int) -> int:
+    """The Hypothesis seed of the seed's batch number ``b``."""
+    return derive_seed("stress-batch", seed, b)
+
+
+def batch_cases(seed: int, b: int, size: int, capabilities, world_size: int) -> tuple:
+    """Batch ``b`` of ``seed``: its draw (:class:`~harness.stress.explore.DrawnBatch`) and its
+    first ``size`` cases as they run. The batch number (the seed's, not a stream's count) names
+    each case and seeds its data, so that no two batches of a seed, in any shard or group, run a
+    case with the same spec and data seed (Hypothesis starts every draw with the simplest case)."""
+    drawn = draw(batch_seed_of(seed, b), size, capabilities, world_size)
+    cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}", data_seed=derive_seed("stress-data", seed, b, i))
+             for i, c in enumerate(drawn.cases)]
+    return drawn, cases
 
 
 def _install_signal_handlers() -> dict:

@@ -1,6 +1,6 @@
 """From a failing case in a batch to a verified, minimal repro file and command.
 
-For a new failure signature (the case's primary oracle), within the shrink budget:
+For a new failure signature (:mod:`harness.stress.signature`), within the shrink budget:
 
 1. Which preceding cases matter: the case alone, from a fresh state; if that passes, the cases
    that ran before it in its group, then as few of them as still make it fail (the shortest
@@ -22,6 +22,7 @@ from harness.errors import SetupError
 from harness.stacks.capabilities import UNDECLARED, Capabilities
 from harness.stress.explore import shrink_in_batch
 from harness.stress.repro import command_text, display_path, run_command, verify, write_case_file
+from harness.stress.signature import signature
 from harness.stress.strategies import complexity, describe
 
 
@@ -138,10 +139,15 @@ class Shrinker:
         start_before = runner.start_s
         sequences = [0]
 
+        wanted = ctx.failure.get("signature")
+
         def fails(cases: list) -> bool:
+            """The last case fails the same way: same oracle, and same signature where it has one."""
             sequences[0] += 1
             reports = runner.run(cases)
-            return bool(reports) and reports[-1].name == cases[-1].name and reports[-1].oracle == oracle
+            if not (reports and reports[-1].name == cases[-1].name and reports[-1].oracle == oracle):
+                return False
+            return wanted in (None, oracle) or signature(oracle, reports[-1].detail, [cases[-1].name]) == wanted
 
         def out_of_time() -> bool:
             return time.monotonic() - (runner.start_s - start_before) > deadline
@@ -181,13 +187,14 @@ class Shrinker:
                     # a long-lived group, and pass in the fresh process of the repro command.
                     return False
                 try:
-                    return fails(kept + [candidate.with_(name=target.name)])
+                    return fails(kept + [candidate.with_(name=target.name, data_seed=target.data_seed)])
                 except SetupError as exc:   # no group any more: stop judging, keep what we have
                     broken.append(str(exc))
                     return False
 
             # Group starts during the shrink are not charged to it: move the deadline along.
-            outcome = shrink_in_batch(ctx.batch_seed, ctx.batch_size, ctx.index, target, still_fails,
+            # The draw knows nothing of the data seed the session gave the case: replay it without.
+            outcome = shrink_in_batch(ctx.batch_seed, ctx.index, dataclasses.replace(target, data_seed=0), still_fails,
                                       deadline + (runner.start_s - start_before), self.capabilities,
                                       self.cfg.world_size)
             info["candidates_run"] = outcome.candidates_run
@@ -195,7 +202,7 @@ class Shrinker:
             info["out_of_time"] = outcome.out_of_time
             info["candidates_declined"] = outcome.declined
             if outcome.found and outcome.minimal is not None:
-                minimal = outcome.minimal.with_(name=target.name)
+                minimal = outcome.minimal.with_(name=target.name, data_seed=target.data_seed)
             elif not outcome.found:
                 info["note"] = "the batch's draw could not be replayed: case not shrunk"
             if broken:

@@ -115,6 +115,11 @@ class TEStack:
         if reason is not None:
             raise SetupError(reason)
 
+    def gpu_count(self) -> int:
+        """The GPUs this process's ranks may use (NVML; ``CUDA_VISIBLE_DEVICES`` honoured). Read by
+        ``stress --groups``, which places each rank group on GPUs of its own."""
+        return len(gpus.visible_gpus())
+
     def _wait(self, device: torch.device, what: str) -> None:
         gpu_wait.wait_for_gpu(device, self._deadline_s, what, ub_progress.PROGRESS.pending)
 

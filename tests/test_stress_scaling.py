@@ -1,0 +1,43 @@
+"""The scaling figure's parts (``harness.bench.scaling``): CPU and GPU utilisation read from their
+sources' text, and the summary's ratio to N times one group, which must also say when it is missed."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.bench.scaling import cpu_busy, cpu_times, gpu_utilisation, markdown, summarise
+
+STAT_A = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\nintr 1\n"
+STAT_B = "cpu  250 0 100 900 50 0 0 0 0 0\ncpu0 1 1 1 1 1 0 0 0 0 0\n"
+
+
+def test_cpu_busy_share_between_two_samples():
+    a, b = cpu_times(STAT_A), cpu_times(STAT_B)
+    assert a == (150, 1000) and b == (350, 1300)
+    assert cpu_busy(a, b) == pytest.approx(200 / 300)
+    assert cpu_busy(a, a) is None
+    with pytest.raises(ValueError):
+        cpu_times("intr 1\n")
+
+
+def test_gpu_utilisation_skips_what_is_not_a_number():
+    assert gpu_utilisation("87\n 12 \n[N/A]\n\n") == [87.0, 12.0]
+    assert gpu_utilisation("") == []
+
+
+def test_summary_scales_against_n_times_one_group_and_says_when_it_misses():
+    runs = [{"groups": 1, "cases_per_s": 3.0, "cpu_mean": 0.1, "gpu_samples": [[40.0], [60.0]], "exit_code": 0},
+            {"groups": 2, "cases_per_s": 5.4, "cpu_mean": 0.2, "gpu_samples": [[80.0]], "exit_code": 0},
+            {"groups": 4, "cases_per_s": 6.0, "cpu_mean": 0.5, "gpu_samples": [[99.0, 97.0]], "exit_code": 0},
+            {"groups": 8, "note": "not begun"}]
+    rows = summarise(runs, ncores=16)
+    assert [r["scaling"] for r in rows] == [1.0, 0.9, 0.5, None]
+    assert [r["meets_target"] for r in rows] == [True, True, False, None]
+    assert rows[0]["gpu_util_mean_pct"] == 50.0 and rows[0]["gpu_util_peak_pct"] == 60.0
+    assert rows[2]["cpu_cores_busy"] == 8.0 and rows[2]["gpu_util_mean_pct"] == 98.0
+    text = markdown(rows, {"command": "stress", "host": "h", "ncores": 16, "gpus": None, "load_start": 1.0})
+    assert "| 4 | 0 | - | 6.0 | 0.5 |" in text and "not begun" in text
+    # No one-group figure: no ratio is made up.
+    assert all(r["scaling"] is None for r in summarise(runs[1:], ncores=16))
+    # ... unless an earlier invocation's is given.
+    assert [r["scaling"] for r in summarise(runs[1:], ncores=16, base_rate=3.0)] == [0.9, 0.5, None]
