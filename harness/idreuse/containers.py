@@ -94,7 +94,9 @@ def _entries(container: Any, where: str) -> Iterator[tuple[Any, str]]:
     return iter(())
 
 
-def _is_stack_module(name: str) -> bool:
+def is_stack_module(name: str) -> bool:
+    """A module of a stack, not of the harness's machinery, the standard library or the libraries
+    every stack imports."""
     return not any(name == p or name.startswith(p + ".") for p in _NOT_STACK_PREFIXES) \
         and name.split(".")[0] not in sys.stdlib_module_names and name != "builtins"
 
@@ -109,12 +111,12 @@ def stack_modules(stack: Any) -> list[types.ModuleType]:
     key = (type(stack), len(sys.modules))      # modules imported since (lazily, say) change the count
     if _MODULES_CACHE.get("key") == key:
         return list(_MODULES_CACHE["modules"])
-    owners = [cls.__module__ for cls in type(stack).__mro__ if cls.__module__ and _is_stack_module(cls.__module__)]
+    owners = [cls.__module__ for cls in type(stack).__mro__ if cls.__module__ and is_stack_module(cls.__module__)]
     prefixes = tuple({name.rpartition(".")[0] + "." for name in owners if "." in name})
     chosen = []
     for name, module in list(sys.modules.items()):
         if (name in owners or name.startswith(prefixes) or name + "." in prefixes) \
-                and isinstance(module, types.ModuleType) and _is_stack_module(name):
+                and isinstance(module, types.ModuleType) and is_stack_module(name):
             chosen.append(module)
     chosen.sort(key=lambda m: m.__name__)
     _MODULES_CACHE.update(key=key, modules=chosen)
@@ -142,7 +144,7 @@ def _closure_containers(fn: Any, name: str, out: dict[str, Any], depth: int = 0)
 def _stack_object(value: Any) -> bool:
     """An instance (not a class, module or function) of a class of the stack's own modules."""
     return not isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)) \
-        and hasattr(value, "__dict__") and _is_stack_module(type(value).__module__)
+        and hasattr(value, "__dict__") and is_stack_module(type(value).__module__)
 
 
 def _hook(value: Any, name: str, out: dict[str, Any], depth: int = 0) -> None:

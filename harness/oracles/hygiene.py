@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 
 from harness.idreuse.containers import discover_containers, place, registry_ints, stack_modules
-from harness.idreuse.referrers import referrer_chain
+from harness.idreuse.referrers import frozen_referrers, referrer_chain
 from harness.idreuse.tracker import TrackedObject
 
 
@@ -52,15 +52,18 @@ def undeclared_stale_ids(stack, declared: dict, dead: dict[int, str]) -> list[st
 
 def survivors(objects: list[TrackedObject], parked_ids: set[int]) -> list[str]:
     """Model objects still alive after the model was deleted and collected, each with the chain of
-    references from a module global or class attribute that keeps it alive."""
+    references from a module global or class attribute that keeps it alive (also where the
+    runner's ``gc.freeze`` hid the module's dict from the collector's referrer search)."""
     lines = []
+    frozen = None
     for o in objects:
         if o.kind != "model" or o.ident in parked_ids:
             continue
         obj = o.ref()
         if obj is None:
             continue
-        chain = referrer_chain(obj, ignore=(objects, lines))
+        frozen = frozen if frozen is not None else frozen_referrers()   # once, and only for a survivor
+        chain = referrer_chain(obj, ignore=(objects, lines), frozen=frozen)
         if chain is None:
             holders = [type(r).__name__ for r in gc.get_referrers(obj) if not isinstance(r, type(lines))][:3]
             held = (f"referenced by {', '.join(holders) or 'something'}, not reachable from a module global "
