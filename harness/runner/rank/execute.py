@@ -40,7 +40,7 @@ from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.shells import placeable, placing
 from harness.idreuse.tracker import collect, walk_model
 from harness.oracles.findings import Failure, Oracle
-from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
+from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import final_mismatch, step_mismatch
 from harness.oracles.retention import growth, retained_state
@@ -255,9 +255,10 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     collect()
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
-    declared = state.stack.registries()
-    for line in (stale_ids(declared, dead) + undeclared_stale_ids(state.stack, declared, dead))[:8]:
+    scan = scan_registries(state.stack, state.stack.registries(), dead, state.entry_origins, run.case.name, m)
+    for line in scan.failures[:8]:
         run.fail(Oracle.HYGIENE, line, model=m)
+    run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
     for line in survivors(tracked, parked)[:8]:
         run.fail(Oracle.HYGIENE, line, model=m)
     count, nbytes = retained_state(tracked, parked)
