@@ -38,10 +38,10 @@ def clean_state():
 @pytest.mark.parametrize("name", REUSE_CASES)
 def test_a_cache_keyed_by_module_id_is_caught_in_every_forced_reuse_case(name, reset):
     result = execute_here(CASES[name], module_id_cache.STACK, reset_between_cases=reset)
+    reference = [f for f in result.failures if f.oracle == "reference"]
+    assert reference and reference[0].model == 1, (result.failures, result.reuse_examples)
     assert "model 1: model.layers[2] (Linear) took the id of dead model.layers[2] (Linear)" in result.reuse_examples, \
         result.reuse_examples
-    reference = [f for f in result.failures if f.oracle == "reference"]
-    assert reference and reference[0].model == 1, result.failures
     assert result.reuse_misses == 0, result.reuse_examples
 
 
