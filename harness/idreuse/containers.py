@@ -10,13 +10,17 @@ plugin stays cheap to import.
   every loaded module of their packages (the harness's own runner, oracles and morgue are not);
 * :func:`discover_containers` -- every dict, set, list and tuple reachable by name from those
   modules: module globals, class attributes, attributes of module-level objects of the stack's
-  own classes (singletons such as a global state manager), the stack object's own attributes, and the closure cells of
-  functions found there or registered as hooks (torch's global module hooks included), each
-  under its dotted name (``package.module.NAME``, ``package.module.Class.attr``).
+  own classes (singletons such as a global state manager, callable ones too), the stack object's own
+  attributes, and what the callables found there keep: the closure cells of functions (kept by
+  name, in a list, tuple or dict of hooks, or registered as torch's global module hooks), the
+  attributes of callable objects and of bound methods' objects, each under its dotted name
+  (``package.module.NAME``, ``package.module.Class.attr``, ``package.module.HOOKS['fwd'].<closure cache>``,
+  ``package.module.memo.by_module``).
 """
 
 from __future__ import annotations
 
+import functools
 import reprlib
 import sys
 import types
@@ -90,7 +94,9 @@ def _entries(container: Any, where: str) -> Iterator[tuple[Any, str]]:
     return iter(())
 
 
-def _is_stack_module(name: str) -> bool:
+def is_stack_module(name: str) -> bool:
+    """A module of a stack, not of the harness's machinery, the standard library or the libraries
+    every stack imports."""
     return not any(name == p or name.startswith(p + ".") for p in _NOT_STACK_PREFIXES) \
         and name.split(".")[0] not in sys.stdlib_module_names and name != "builtins"
 
@@ -105,12 +111,12 @@ def stack_modules(stack: Any) -> list[types.ModuleType]:
     key = (type(stack), len(sys.modules))      # modules imported since (lazily, say) change the count
     if _MODULES_CACHE.get("key") == key:
         return list(_MODULES_CACHE["modules"])
-    owners = [cls.__module__ for cls in type(stack).__mro__ if cls.__module__ and _is_stack_module(cls.__module__)]
+    owners = [cls.__module__ for cls in type(stack).__mro__ if cls.__module__ and is_stack_module(cls.__module__)]
     prefixes = tuple({name.rpartition(".")[0] + "." for name in owners if "." in name})
     chosen = []
     for name, module in list(sys.modules.items()):
         if (name in owners or name.startswith(prefixes) or name + "." in prefixes) \
-                and isinstance(module, types.ModuleType) and _is_stack_module(name):
+                and isinstance(module, types.ModuleType) and is_stack_module(name):
             chosen.append(module)
     chosen.sort(key=lambda m: m.__name__)
     _MODULES_CACHE.update(key=key, modules=chosen)
@@ -120,7 +126,7 @@ def stack_modules(stack: Any) -> list[types.ModuleType]:
 _MODULES_CACHE: dict = {}
 
 
-def _closure_containers(fn: Any, name: str, out: dict[str, Any]) -> None:
+def _closure_containers(fn: Any, name: str, out: dict[str, Any], depth: int = 0) -> None:
     fn = getattr(fn, "__func__", fn)          # a bound method's function
     cells = getattr(fn, "__closure__", None) or ()
     names = getattr(getattr(fn, "__code__", None), "co_freevars", ())
@@ -131,10 +137,36 @@ def _closure_containers(fn: Any, name: str, out: dict[str, Any]) -> None:
             continue
         if isinstance(value, CONTAINER_TYPES):
             out.setdefault(f"{name}.<closure {var}>", value)
+        elif _stack_object(value):             # a closure over a memo object
+            _attributes(value, f"{name}.<closure {var}>", out, depth + 1)
 
 
-def _attributes(owner: Any, name: str, out: dict[str, Any]) -> None:
-    """Containers among ``owner``'s attributes, and the closures of functions kept in them."""
+def _stack_object(value: Any) -> bool:
+    """An instance (not a class, module or function) of a class of the stack's own modules."""
+    return not isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType)) \
+        and hasattr(value, "__dict__") and is_stack_module(type(value).__module__)
+
+
+def _hook(value: Any, name: str, out: dict[str, Any], depth: int = 0) -> None:
+    """What a callable kept as a hook holds: a function's closure cells, a bound method's function
+    and object, a callable object's attributes (``memo = Memo()`` with ``memo.by_module``)."""
+    if isinstance(value, types.MethodType):
+        _closure_containers(value, name, out, depth)
+        if _stack_object(value.__self__):
+            _attributes(value.__self__, f"{name}.__self__", out, depth + 1)
+    elif isinstance(value, types.FunctionType):
+        _closure_containers(value, name, out, depth)
+    elif isinstance(value, functools.partial):
+        _hook(value.func, f"{name}.func", out, depth)
+    elif callable(value) and _stack_object(value):
+        _attributes(value, name, out, depth + 1)
+
+
+def _attributes(owner: Any, name: str, out: dict[str, Any], depth: int = 1) -> None:
+    """Containers among ``owner``'s attributes, and what the callables kept in them hold
+    (objects at most :data:`OBJECT_DEPTH` deep: a memo's bound method refers back to the memo)."""
+    if depth > OBJECT_DEPTH:
+        return
     try:
         items = list(vars(owner).items())
     except TypeError:
@@ -142,21 +174,29 @@ def _attributes(owner: Any, name: str, out: dict[str, Any]) -> None:
     for attr, value in items:
         if attr.startswith("__"):
             continue
-        _one(value, f"{name}.{attr}", out, objects=False)
+        _one(value, f"{name}.{attr}", out, objects=False, depth=depth)
 
 
-def _one(value: Any, name: str, out: dict[str, Any], objects: bool) -> None:
+HOOKS_PER_CONTAINER = 64
+OBJECT_DEPTH = 3
+
+
+def _one(value: Any, name: str, out: dict[str, Any], objects: bool, depth: int = 0) -> None:
     if isinstance(value, CONTAINER_TYPES):
         out.setdefault(name, value)
         if isinstance(value, (list, tuple)):      # hooks kept in a list or tuple
-            for i, item in enumerate(value[:64]):
+            for i, item in enumerate(value[:HOOKS_PER_CONTAINER]):
                 if callable(item):
-                    _closure_containers(item, f"{name}[{i}]", out)
-    elif isinstance(value, (types.FunctionType, types.MethodType)):
-        _closure_containers(value, name, out)
-    elif objects and not isinstance(value, (type, types.ModuleType)) and hasattr(value, "__dict__") \
-            and not callable(value) and _is_stack_module(type(value).__module__):
-        _attributes(value, name, out)
+                    _hook(item, f"{name}[{i}]", out, depth)
+        elif isinstance(value, dict):             # hooks kept by name: {"post_quantize": fn}
+            items = list(value.items())[:HOOKS_PER_CONTAINER]
+            for key, item in items:
+                if callable(item) and not isinstance(item, type):
+                    _hook(item, f"{name}[{_short_repr.repr(key)}]", out, depth)
+    elif callable(value) and not isinstance(value, type):
+        _hook(value, name, out, depth)
+    elif objects and _stack_object(value):
+        _attributes(value, name, out, depth + 1)
 
 
 def discover_containers(modules: Iterable[types.ModuleType], roots: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -181,6 +221,6 @@ def discover_containers(modules: Iterable[types.ModuleType], roots: dict[str, An
     hooks = sys.modules.get("torch.nn.modules.module")
     for dict_name in _TORCH_HOOK_DICTS if hooks is not None else ():
         for key, fn in list(getattr(hooks, dict_name, {}).items()):
-            _closure_containers(fn, f"torch.nn.modules.module.{dict_name}[{key}]", out)
+            _hook(fn, f"torch.nn.modules.module.{dict_name}[{key}]", out)
     unique: dict[int, str] = {}
     return {name: c for name, c in out.items() if unique.setdefault(id(c), name) == name}

@@ -9,6 +9,14 @@ its type::
     tests.planted.keeps_model.LAST_MODEL -> Model
     harness.stacks.x.CACHE['w'] -> Holder.model -> Model
 
+``gc.get_referrers`` searches only the collector's generations. The runners freeze the heap after
+their imports (``gc.freeze``, :func:`harness.idreuse.tracker.freeze_imports`), so the dict of a
+module imported before (the stack's own), a class's namespace and a module-level object or
+container made at import are in the permanent generation, and no search finds them as referrers.
+:func:`frozen_referrers` indexes, by walking forward from those modules, what their globals,
+classes, module-level objects and containers refer to, and :func:`referrer_chain` adds what the
+index knows to what the collector finds.
+
 Standard library only.
 """
 
@@ -19,8 +27,12 @@ import sys
 import types
 from typing import Any
 
+from harness.idreuse.containers import is_stack_module
+
 MAX_DEPTH = 12
 MAX_NODES = 5000
+_ATOMS = (int, float, str, bytes, bool, type(None))
+MAX_ITEMS = 1000         # items of one module-level container indexed by frozen_referrers
 
 
 def _module_dicts() -> dict[int, str]:
@@ -107,15 +119,81 @@ def _render(root: str, owner: Any, pairs: list, target: Any) -> str:
     return f"{text} -> {type(target).__name__}"
 
 
-def referrer_chain(obj: Any, ignore: tuple = ()) -> str | None:
+class FrozenReferrers:
+    """Who refers to what, among objects a forward walk from module globals reaches: parents the
+    collector may not see (see the module docstring). ``parents(node)`` lists them."""
+
+    def __init__(self):
+        self._parents: dict[int, list] = {}
+        self._own: set[int] = {id(self._parents)}     # the index's own lists, never part of a chain
+
+    def add(self, parent: Any, child: Any) -> None:
+        if type(child) in _ATOMS:      # type(), not isinstance(): a lazy object can warn when asked its class
+            return
+        parents = self._parents.get(id(child))
+        if parents is None:
+            parents = self._parents[id(child)] = []
+            self._own.add(id(parents))
+        parents.append(parent)
+
+    def parents(self, node: Any) -> list:
+        return self._parents.get(id(node), [])
+
+    def holds(self, obj: Any) -> bool:
+        return id(obj) in self._own
+
+
+def frozen_referrers() -> FrozenReferrers:
+    """Index what a frozen heap hides: for every loaded module, its dict's values; for modules
+    that are not libraries' or the harness's own (:func:`is_stack_module`), also the namespaces
+    of their classes and those namespaces' values, the attributes of module-level objects, and the
+    items of module-level containers (:data:`MAX_ITEMS` at most each)."""
+    index = FrozenReferrers()
+    for name, module in list(sys.modules.items()):
+        if not isinstance(module, types.ModuleType):
+            continue
+        namespace = vars(module)
+        own = is_stack_module(name)
+        for value in list(namespace.values()):
+            index.add(namespace, value)
+            if not own or isinstance(value, (types.ModuleType, types.FunctionType)):
+                continue
+            if isinstance(value, type):
+                if value.__module__ != name:
+                    continue
+                inner = _namespace(value)
+                if inner is not None:
+                    index.add(value, inner)
+                    for attr in list(inner.values()):
+                        index.add(inner, attr)
+            elif isinstance(value, dict):
+                for item in list(value.values())[:MAX_ITEMS]:
+                    index.add(value, item)
+            elif isinstance(value, (list, tuple, set, frozenset)):
+                for item in list(value)[:MAX_ITEMS]:
+                    index.add(value, item)
+            else:
+                try:
+                    attrs = list(vars(value).values())
+                except TypeError:
+                    continue
+                for attr in attrs:
+                    index.add(value, attr)
+    return index
+
+
+def referrer_chain(obj: Any, ignore: tuple = (), frozen: FrozenReferrers | None = None) -> str | None:
     """The shortest chain from a module global or class attribute to ``obj``, or None when none
     is found within :data:`MAX_DEPTH` steps (a local variable of a running function, since
     Python 3.11 frames are not seen by the collector, or a reference held by C code).
 
     ``ignore``: objects the caller holds ``obj`` through (its own lists), not part of any chain.
+    ``frozen``: the index of referrers the collector cannot see (:func:`frozen_referrers`; made
+    here when not given: a caller asking for several chains makes it once).
     One heap scan per step (``gc.get_referrers`` of the whole frontier at once).
     """
     modules = _module_dicts()
+    frozen = frozen if frozen is not None else frozen_referrers()
     toward: dict[int, Any] = {}          # id(node) -> the node it refers to (one step closer to obj)
     nodes: dict[int, Any] = {id(obj): obj}
     frontier = [obj]
@@ -123,13 +201,15 @@ def referrer_chain(obj: Any, ignore: tuple = ()) -> str | None:
     for _ in range(MAX_DEPTH):
         skip.add(id(frontier))
         by_id = {id(n): n for n in frontier}
-        referrers = gc.get_referrers(*frontier)
+        referrers = [(ref, None) for ref in gc.get_referrers(*frontier)]
+        referrers += [(ref, n) for n in frontier for ref in frozen.parents(n)]
         skip.add(id(referrers))
         next_frontier: list = []
-        for ref in referrers:
-            if id(ref) in skip or id(ref) in nodes or isinstance(ref, types.FrameType):
+        for ref, node in referrers:
+            if id(ref) in skip or id(ref) in nodes or isinstance(ref, types.FrameType) or frozen.holds(ref):
                 continue
-            node = next((by_id[id(r)] for r in gc.get_referents(ref) if id(r) in by_id), None)
+            if node is None:
+                node = next((by_id[id(r)] for r in gc.get_referents(ref) if id(r) in by_id), None)
             if node is None:
                 continue
             if id(ref) in modules:

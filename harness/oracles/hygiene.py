@@ -11,15 +11,24 @@ Called by the case executor after each model's death (destroy, delete, collect):
   pytest sentinel plugin shares), each reported under its dotted name;
 * :func:`survivors` -- model objects still alive, each with the chain of references that keeps
   it (:mod:`harness.idreuse.referrers`).
+
+:func:`scan_registries` does the first two for the case executor and says, for each stale entry,
+whose id was stored there and by which case and model (:class:`EntryOrigins`, kept per rank from
+case to case): an entry left by an earlier case, whose int a later object happens to reuse, is the
+earlier case's finding (reported there), not the later case's; the later case gets a note.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 
 from harness.idreuse.containers import discover_containers, place, registry_ints, stack_modules
-from harness.idreuse.referrers import referrer_chain
+from harness.idreuse.referrers import frozen_referrers, referrer_chain
 from harness.idreuse.tracker import TrackedObject
+
+
+UNDECLARED = " (a container of the stack's not among its registries(): declare it there, or prune it)"
 
 
 def stale_ids(registries: dict, dead: dict[int, str]) -> list[str]:
@@ -45,22 +54,116 @@ def undeclared_stale_ids(stack, declared: dict, dead: dict[int, str]) -> list[st
             continue
         for value, where in registry_ints(container).items():
             if value in dead:
-                findings.append(f"{place(name, where)} holds id {value:#x} of dead {dead[value]} (a container of the "
-                                f"stack's not among its registries(): declare it there, or prune it)")
+                findings.append(f"{place(name, where)} holds id {value:#x} of dead {dead[value]}{UNDECLARED}")
     return findings
+
+
+@dataclasses.dataclass(frozen=True)
+class Origin:
+    """Where an int in a container was first seen: after which case's model died, and the dead
+    object whose id it was then (None when it was no dead object's id)."""
+
+    case: str
+    model: int
+    stored_for: str | None
+
+
+class EntryOrigins:
+    """Per rank, for every container a hygiene scan walks, the :class:`Origin` of each address-like
+    int in it, and the last case that changed it. Ints that left a container are forgotten at its
+    next scan, so an int stored again later gets a new origin.
+
+    A container *changed* between two scans when its ints differ, or, for a dict, when one of its
+    values was replaced (``REG[id(w)] = key`` stored again puts a new value object there, where the
+    int alone looks the same). A set given the same int again does not change: a case that only
+    does that is indistinguishable from one that never touched the set."""
+
+    def __init__(self):
+        self._by_container: dict[str, dict[int, Origin]] = {}
+        self._fingerprints: dict[str, tuple] = {}
+        self._changed_in: dict[str, str] = {}
+
+    def update(self, name: str, container, ints: dict[int, str], dead: dict[int, str], case: str,
+               model: int) -> dict[int, Origin]:
+        old = self._by_container.get(name, {})
+        new = {value: old.get(value) or Origin(case, model, dead.get(value)) for value in ints}
+        self._by_container[name] = new
+        values = tuple(map(id, list(container.values()))) if isinstance(container, dict) else ()
+        fingerprint = (frozenset(ints), values)
+        if self._fingerprints.get(name) != fingerprint:
+            self._fingerprints[name] = fingerprint
+            self._changed_in[name] = case
+        return new
+
+    def changed_in(self, name: str) -> str | None:
+        """The last case during which ``name`` changed (as of its last scan)."""
+        return self._changed_in.get(name)
+
+    def clear(self) -> None:
+        self._by_container.clear()
+        self._fingerprints.clear()
+        self._changed_in.clear()
+
+
+@dataclasses.dataclass
+class Scan:
+    """A hygiene scan's lines: ``failures`` charged to this case, ``notes`` about entries an
+    earlier case stored (and was charged with)."""
+
+    failures: list[str] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryOrigins, case: str, model: int) -> Scan:
+    """The stale ids of :func:`stale_ids` and :func:`undeclared_stale_ids` in one pass, each line
+    naming the object whose id was stored and the case and model that stored it.
+
+    An entry first seen in this case is this case's failure. One an earlier case stored, in a
+    container this case did not change, is a note (its failure was that case's, with that case's
+    repro command), whatever object of this case now has its int as id; in a container this case
+    changed, this case may have stored it again, and it is this case's failure too, naming the
+    first store."""
+    scan = Scan()
+    if not dead:
+        return scan
+    known = {id(registry) for registry in declared.values()}
+    found = [(name, registry, "") for name, registry in declared.items()]
+    found += [(name, c, UNDECLARED) for name, c in discover_containers(stack_modules(stack), {"stack": stack}).items()
+              if id(c) not in known]
+    for name, container, suffix in found:
+        ints = registry_ints(container)
+        firsts = origins.update(name, container, ints, dead, case, model)
+        for value, where in ints.items():
+            if value not in dead:
+                continue
+            origin = firsts[value]
+            text = f"{place(name, where)} holds id {value:#x}"
+            if origin.case != case and origins.changed_in(name) != case:
+                scan.notes.append(f"{text}, stored for {origin.stored_for or 'an object'} in case {origin.case}, "
+                                  f"model {origin.model} (that case's finding), is now also the id of dead "
+                                  f"{dead[value]} of model {model}")
+            elif origin.model == model and origin.stored_for in (None, dead[value]):
+                scan.failures.append(f"{text} of dead {dead[value]}, stored in case {case}, model {model}{suffix}")
+            else:
+                scan.failures.append(f"{text} of dead {dead[value]}, stored for {origin.stored_for or 'an object'} "
+                                     f"in case {origin.case}, model {origin.model}{suffix}")
+    return scan
 
 
 def survivors(objects: list[TrackedObject], parked_ids: set[int]) -> list[str]:
     """Model objects still alive after the model was deleted and collected, each with the chain of
-    references from a module global or class attribute that keeps it alive."""
+    references from a module global or class attribute that keeps it alive (also where the
+    runner's ``gc.freeze`` hid the module's dict from the collector's referrer search)."""
     lines = []
+    frozen = None
     for o in objects:
         if o.kind != "model" or o.ident in parked_ids:
             continue
         obj = o.ref()
         if obj is None:
             continue
-        chain = referrer_chain(obj, ignore=(objects, lines))
+        frozen = frozen if frozen is not None else frozen_referrers()   # once, and only for a survivor
+        chain = referrer_chain(obj, ignore=(objects, lines), frozen=frozen)
         if chain is None:
             holders = [type(r).__name__ for r in gc.get_referrers(obj) if not isinstance(r, type(lines))][:3]
             held = (f"referenced by {', '.join(holders) or 'something'}, not reachable from a module global "

@@ -2,12 +2,15 @@
 
 For each of the case's models, four phases (each a function below):
 
-1. **build** -- the model, under the morgue's forcing window, counting the ids it took from dead
-   objects and checking that every forced reuse landed;
+1. **build** -- the model, under the morgue's forcing window (its module objects born on the last
+   dead model's, where the rank forces reuse), counting the ids it took from dead objects and
+   checking that every forced reuse landed;
 2. **steps** -- forward, backward and optimizer step, each step's FP8 state compared with the
    reference bit for bit and folded into the case digest;
-3. **death** -- destroy, park the reuse targets, collect; then the hygiene scan of registries
-   (stale ids) and of survivors (objects that outlived the model);
+3. **death** -- destroy, park the reuse targets, let the module objects go (each dead one's
+   block kept by a shell for the next build to be born on, :mod:`harness.idreuse.shells`),
+   collect; then the hygiene scan of registries (stale ids) and of survivors (objects that
+   outlived the model);
 4. at the case's end, **retention** (registries that grew and keep dead models' state alive)
    and leftover threads.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import hashlib
+import re
 import sys
 import threading
 import time
@@ -33,9 +37,10 @@ from harness.case.spec import CaseSpec
 from harness.errors import DeadlineExceeded
 from harness.frames import user_traceback
 from harness.idreuse.morgue import ReusePolicy, forcing_window
+from harness.idreuse.shells import placeable, placing
 from harness.idreuse.tracker import collect, walk_model
 from harness.oracles.findings import Failure, Oracle
-from harness.oracles.hygiene import stale_ids, survivors, undeclared_stale_ids
+from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
 from harness.oracles.retention import growth, retained_state
@@ -145,7 +150,7 @@ def _build(run: _CaseRun, m: int) -> _Built:
                        deadline_s=state.settings.deadline_s)
     released_before = len(state.morgue.released_ids)
     try:
-        with forcing_window():
+        with forcing_window(), placing() as placed:
             model = state.stack.build(run.case.model, ctx)
     except Exception:
         # The build itself failed (an id-keyed hook fired inside it, say): the forced
@@ -157,6 +162,11 @@ def _build(run: _CaseRun, m: int) -> _Built:
         raise
     result.models_built += 1
     state.morgue.settle()
+    state.shells.settle()
+    if placed[1]:
+        result.reuse_misses += placed[1]
+        result.reuse_examples.append(f"model {m}: {placed[1]} of {placed[0]} module object(s) not born on a dead "
+                                     f"one's address")
     targets = state.stack.reuse_targets(model)
     released = state.morgue.released_ids[released_before:]
     if released:
@@ -242,22 +252,47 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     state = run.state
     t0 = time.perf_counter()
     state.stack.destroy(built.model)
+    modules = []
     if run.reuse.parks():
         state.morgue.park(built.targets)
+        # The model's module objects too, which reuse_targets() does not name (shells.py).
+        modules = _placeable_objects(built.tracked)
     tracked = built.tracked
     built.model = built.targets = built.tracked = None
+    state.shells.take(modules)
     collect()
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
-    declared = state.stack.registries()
-    for line in (stale_ids(declared, dead) + undeclared_stale_ids(state.stack, declared, dead))[:8]:
+    scan = scan_registries(state.stack, state.stack.registries(), dead, state.entry_origins, run.case.name, m)
+    for line in scan.failures[:8]:
         run.fail(Oracle.HYGIENE, line, model=m)
+    run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
     for line in survivors(tracked, parked)[:8]:
         run.fail(Oracle.HYGIENE, line, model=m)
     count, nbytes = retained_state(tracked, parked)
     run.retained[0] += count
     run.retained[1] += nbytes
     run.timed("hygiene", t0)
+
+
+def _placeable_objects(tracked: list) -> list:
+    """The live model objects of ``tracked`` a shell can stand in for, by their path in the model
+    (``model``, ``model.layers[0]``, ``model.layers[0].weight``, ``model.layers[1]``...), so that
+    a new model built in the same order puts its i-th layer on the dead i-th layer's address.
+    (A function of its own: a comprehension's loop variable would stay bound in the caller.)"""
+    chosen = []
+    for o in tracked:
+        obj = o.ref() if o.kind == "model" else None
+        if obj is not None and placeable(obj):
+            chosen.append((_path_key(o.desc), obj))
+        obj = None
+    chosen.sort(key=lambda pair: pair[0])
+    return [obj for _, obj in chosen]
+
+
+def _path_key(desc: str) -> list:
+    path = desc.split(" (", 1)[0]
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", path)]
 
 
 def _retention(run: _CaseRun, sizes_before: dict) -> None:

@@ -2,7 +2,7 @@
 
 A rank (a controlled worker, an SPMD rank, the in-process runner, a zygote's child) holds one
 :class:`RankState`: the stack under test, the run's settings, the collective ledger and its
-precheck, the morgue of parked objects, the graveyard of dead ones, the registry sizes the last
+precheck, the morgue of parked objects and the shells of dead module objects, the graveyard of dead ones, where each registry entry was first seen, the registry sizes the last
 case ended with, and the process group's generation. Between cases nothing is reset: what one
 case leaves behind for the next is exactly what the harness measures. :meth:`reset` is the
 soft recycle after a case that left communication in doubt.
@@ -15,7 +15,9 @@ import weakref
 
 from harness.collectives.ledger import install
 from harness.idreuse.morgue import MORGUE
+from harness.idreuse.shells import SHELLS
 from harness.idreuse.tracker import Graveyard
+from harness.oracles.hygiene import EntryOrigins
 from harness.oracles.retention import registry_sizes
 from harness.runner.rank.settings import RankSettings
 
@@ -64,7 +66,9 @@ class RankState:
         self.stack = stack
         self.ledger = install()
         self.morgue = MORGUE
+        self.shells = SHELLS
         self.graveyard = Graveyard()
+        self.entry_origins = EntryOrigins()
         self.registry_sizes = LastRegistrySizes()
         self.generation = 0
         self.group = None
@@ -92,7 +96,9 @@ class RankState:
         self.stack.reset()
         self.registry_sizes.forget()
         self.morgue.clear()
+        self.shells.clear()
         self.graveyard.dead.clear()
+        self.entry_origins.clear()
 
     # --- the process group ---------------------------------------------------------------------
     def join_group(self, store, prefix: str = "pg/", exchange=None) -> None:
