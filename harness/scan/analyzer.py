@@ -290,10 +290,23 @@ class ModuleAnalyzer:
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, ast.Load):
             key = self.reader.key(node.slice)
-            if key is not None:
+            if key is not None and self._entry_mutated(node):
+                # reg[id(x)].append(v): the entry is changed in place, a store into reg
+                call = self.module.parents[self.module.parents[node]]
+                self._store(node, node.value, key, node.slice, None, also_holding=call.args[0] if call.args else None)
+            elif key is not None:
                 verdict = self.judge.container(node.value, self.place)
                 self._hit(node, code_for(key, "mapping"), self._subject(node, key), Use.READ, verdict, container=node.value, key=key)
         self.generic_visit(node)
+
+    def _entry_mutated(self, node: ast.Subscript) -> bool:
+        """``reg[k].append(v)``, ``reg[k].add(v)``: the looked-up entry is changed in place."""
+        attribute = self.module.parents.get(node)
+        call = self.module.parents.get(attribute) if attribute is not None else None
+        return (
+            isinstance(attribute, ast.Attribute) and attribute.attr in MUTATORS
+            and isinstance(call, ast.Call) and call.func is attribute
+        )
 
     def visit_Compare(self, node: ast.Compare) -> None:
         left = node.left

@@ -196,6 +196,15 @@ class LifetimeJudge:
                 branches = [self.container(branch, place, depth + 1) for branch in (root.body, root.orelse)]
                 unsafe = [verdict for verdict in branches if not verdict.safe]
                 return unsafe[0] if unsafe else branches[0]
+            cached = _cached_function(root, place) if isinstance(root, ast.Call) else None
+            if cached is not None:
+                # @functools.cache / lru_cache: every call hands back the one container the
+                # cache keeps, so it is a process-wide registry, not a new container per call.
+                return Verdict(
+                    Lifetime.MODULE, False,
+                    f"{cached}() is cached by functools, so every call returns the same container, which lives for the whole process",
+                    f"{place.module.path}::{cached}:<cached>" + (f".{'.'.join(parts)}" if parts and "[]" not in parts else ""),
+                )
             if isinstance(root, ast.Call) and self._builds_fresh(root, place):
                 return Verdict(
                     Lifetime.TEMPORARY, True,
@@ -446,6 +455,8 @@ class LifetimeJudge:
         function = _function_called(call, place)
         if function is None:
             return False
+        if _cached_function(call, place) is not None:
+            return False
         returns = [n for n in walk_same_scope(function) if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom))]
         if not returns or any(not isinstance(n, ast.Return) or n.value is None for n in returns):
             return False
@@ -463,6 +474,8 @@ class LifetimeJudge:
         """Why a container ``scope``'s function returns may be kept by a caller, or None when
         every caller in the scanned files uses it at once (within the expression, or in a
         local that does not escape)."""
+        if _is_cached(scope, place):
+            return f"kept by the functools cache of {scope.name}() and handed to every caller for the whole process"
         if not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 2 or scope in self._returning:
             return "returned to the caller, who may keep it"
         self._returning.add(scope)
@@ -578,6 +591,21 @@ def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST
                     return True
         node = parents.get(node)
     return False
+
+
+def _cached_function(call: ast.Call, place: Place) -> Optional[str]:
+    """The qualified name of the ``@functools.cache``/``lru_cache`` function of this module
+    that ``call`` calls, or None."""
+    qualified = place.module.callee_qualname(call, place.scope)
+    return qualified if qualified in place.module.cached_functions else None
+
+
+def _is_cached(scope: Scope, place: Place) -> bool:
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    qualified = f"{scope.class_name}.{node.name}" if scope.class_name else node.name
+    return qualified in place.module.cached_functions
 
 
 def _function_called(call: ast.Call, place: Place) -> Optional[ast.AST]:

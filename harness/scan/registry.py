@@ -131,6 +131,8 @@ def _short(identity: str) -> str:
     scope, _, name = rest.rpartition(":")
     if not scope:
         return rest
+    if name == "<cached>":
+        return f"the container {scope}() returns from its functools cache"
     if name == "<returned>":
         return f"the container {scope}() returns"
     return f"{name} in {scope}()"
