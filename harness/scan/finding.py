@@ -6,6 +6,7 @@ import dataclasses
 import enum
 
 from harness.scan.codes import Code
+from harness.scan.confidence import Confidence
 
 
 class Severity(enum.Enum):
@@ -79,6 +80,8 @@ class RegistryFinding:
     fix: str
     uses: tuple[Finding, ...]
     lifetime: str = ""      # how long the registry lives: module, class, instance, local...
+    confidence: Confidence = Confidence.HIGH   # for a hazard: how sure the scan is (confidence.py)
+    confidence_reason: str = ""
 
     @property
     def first(self) -> Finding:
@@ -103,7 +106,14 @@ class RegistryFinding:
             for role in ("store", "read", "saved", "cached")
             if (n := self.count(role))
         )
-        return f"{self.code.title}: {self.name} ({roles}) ({self.severity.value})"
+        return f"{self.code.title}: {self.name} ({roles}) ({self.label})"
+
+    @property
+    def label(self) -> str:
+        """``hazard, high confidence``, ``hazard, low confidence``, ``safe`` or ``error``."""
+        if self.severity is Severity.HAZARD and self.name:
+            return f"hazard, {self.confidence.value} confidence"
+        return self.severity.value
 
     def sort_key(self) -> tuple:
         return self.first.sort_key()
@@ -119,6 +129,8 @@ class RegistryFinding:
             "severity": self.severity.value,
             "registry": self.name,
             "message": self.headline(),
+            "confidence": self.confidence.value if self.severity is Severity.HAZARD else None,
+            "confidence_reason": self.confidence_reason,
             "why": self.why,
             "fix": self.fix,
             "snippet": first.snippet,

@@ -205,6 +205,16 @@ class LifetimeJudge:
                     f"{cached}() is cached by functools, so every call returns the same container, which lives for the whole process",
                     f"{place.module.path}::{cached}:<cached>" + (f".{'.'.join(parts)}" if parts and "[]" not in parts else ""),
                 )
+            returned_class = _annotated_class(root, place) if isinstance(root, ast.Call) else None
+            if returned_class is not None:
+                # lm = enabled_local_tensor_mode() -> LocalTensorMode | None: the container is
+                # an attribute of that class's instance, named like one reached through self.
+                callee = render(root.func)
+                return Verdict(
+                    Lifetime.INSTANCE, False,
+                    f"{callee}() returns a {returned_class} (its return annotation), an object that lives apart from the keyed one",
+                    returned_class + (f".{'.'.join(parts)}" if parts and "[]" not in parts else ""),
+                )
             if isinstance(root, ast.Call) and self._builds_fresh(root, place):
                 return Verdict(
                     Lifetime.TEMPORARY, True,
@@ -591,6 +601,22 @@ def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST
                     return True
         node = parents.get(node)
     return False
+
+
+def _annotated_class(call: ast.Call, place: Place) -> Optional[str]:
+    """The one class of the scanned module that ``call``'s function (of this module) is
+    annotated to return (``-> Mode | None``, ``-> Optional[Mode]``), or None."""
+    function = _function_called(call, place)
+    returns = getattr(function, "returns", None)
+    if returns is None:
+        return None
+    names = {
+        node.id if isinstance(node, ast.Name) else node.value
+        for node in ast.walk(returns)
+        if isinstance(node, ast.Name) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+    }
+    classes = [name for name in names if name in place.module.classes]
+    return classes[0] if len(classes) == 1 else None
 
 
 def _cached_function(call: ast.Call, place: Place) -> Optional[str]:

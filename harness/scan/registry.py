@@ -19,6 +19,7 @@ from typing import Optional
 
 from harness.scan import advice
 from harness.scan.analyzer import Hit, Use
+from harness.scan.confidence import assess, find_pins
 from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.lifetime import Lifetime
 from harness.scan.resets import Clear, Prune, bounding
@@ -164,9 +165,12 @@ def to_findings(judged: list[Judged], source_lines: dict[str, list[str]]) -> lis
     return findings
 
 
-def group(findings: list[Finding], judged: list[Judged]) -> list[RegistryFinding]:
+def group(findings: list[Finding], judged: list[Judged], factory_bases: Optional[dict[str, set[str]]] = None) -> list[RegistryFinding]:
     """One finding per registry and severity, with every use; findings that are not uses of
-    a registry (IDK010, IDK011) stand alone."""
+    a registry (IDK010, IDK011) stand alone. Each hazard gets its confidence
+    (:mod:`harness.scan.confidence`); ``factory_bases`` maps a key factory to the factories
+    it is built on."""
+    pins = find_pins(judged)
     hit_of: dict[tuple, Judged] = {}
     for item in judged:
         hit = item.hit
@@ -184,7 +188,11 @@ def group(findings: list[Finding], judged: list[Judged]) -> list[RegistryFinding
         items = [hit_of.get((u.path, u.line, u.col, u.code)) for u in uses]
         items = [i for i in items if i is not None]
         name = registry_key(items[0].hit)[1] if items else key
-        result.append(_registry_finding(name, severity, uses, items))
+        finding = _registry_finding(name, severity, uses, items)
+        if severity is Severity.HAZARD and items:
+            assessment = assess(items, pins, factory_bases or {})
+            finding = dataclasses.replace(finding, confidence=assessment.confidence, confidence_reason=assessment.reason)
+        result.append(finding)
     result.sort(key=RegistryFinding.sort_key)
     return result
 
