@@ -610,11 +610,12 @@ def _annotated_class(call: ast.Call, place: Place) -> Optional[str]:
     returns = getattr(function, "returns", None)
     if returns is None:
         return None
-    names = {
-        node.id if isinstance(node, ast.Name) else node.value
-        for node in ast.walk(returns)
-        if isinstance(node, ast.Name) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
-    }
+    if isinstance(returns, ast.Constant) and isinstance(returns.value, str):
+        try:
+            returns = ast.parse(returns.value, mode="eval")      # -> "Mode | None"
+        except SyntaxError:
+            return None
+    names = {node.id for node in ast.walk(returns) if isinstance(node, ast.Name)}
     classes = [name for name in names if name in place.module.classes]
     return classes[0] if len(classes) == 1 else None
 
