@@ -88,7 +88,7 @@ def _walk_directory(top: str) -> list[str]:
         subdirectories[:] = sorted(
             d for d in subdirectories if not d.startswith(".") and d not in _SKIPPED_DIRECTORIES
         )
-        found.extend(os.path.join(directory, name) for name in sorted(files) if name.endswith(".py"))
+        found.extend(os.path.normpath(os.path.join(directory, name)) for name in sorted(files) if name.endswith(".py"))
     return found
 
 

@@ -143,7 +143,7 @@ def test_no_paths_scans_the_current_directory(tmp_path, capsys, monkeypatch):
     write(tmp_path, "reg.py", HAZARD_SOURCE)
     monkeypatch.chdir(tmp_path)
     assert main([]) == 1
-    assert capsys.readouterr().out.startswith("./reg.py:5:5: IDK001 ")
+    assert capsys.readouterr().out.startswith("reg.py:5:5: IDK001 ")
 
 
 def test_an_unknown_option_is_one_line_and_exit_2(tmp_path, capsys):
