@@ -22,7 +22,7 @@ from harness.scan.codes import Code
 from harness.scan.environment import Place
 from harness.scan.facts import Factory, ModuleFacts
 from harness.scan.flow import FlowState
-from harness.scan.keys import KeyFacts, KeyKind
+from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind
 from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, roots
 from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
 from harness.scan.resets import Prune
@@ -431,6 +431,10 @@ class ModuleAnalyzer:
         sink: str = "mapping",
     ) -> None:
         verdict = self.judge.container(container, self.place)
+        if isinstance(container, ast.Name) and sink == "mapping" and container.id not in self.place.flow.collections:
+            # by_id[id(x)].append(n) fills a local mapping keyed by ids: a later loop over
+            # by_id.items() yields those ids
+            self.place.flow.collections[container.id] = CollectionFacts(key, True, False, None, node)
         kept = self._kept_alive(node, key, container, value, also_holding)
         if kept is None:
             kept = self._pruned_in_finally(node, container, key_node)

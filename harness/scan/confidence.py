@@ -92,7 +92,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "an attribute of an object keyed by objects passed to it: if that object lives for one phase "
             "(a pickler, a builder, one compile), its entries die with it; the scan cannot tell"
         ))
-    if lifetime in ("local", "temporary") and not any("passed on as a value" in hit.verdict.reason for hit in writes):
+    if lifetime in ("local", "temporary") and not any("captured by" in hit.verdict.reason for hit in writes):
         return Assessment(Confidence.LOW, "the container escapes its function in a way whose lifetime cannot be seen")
 
     decorated = [hit for hit in writes if _registered_functions(hit)]

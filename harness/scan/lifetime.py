@@ -220,7 +220,10 @@ class LifetimeJudge:
                     Lifetime.TEMPORARY, True,
                     f"{shown}: {render(root.func)}() builds a new container on every call, used here within the expression",
                 )
-            return Verdict(Lifetime.UNKNOWN, False, f"{shown} comes from {render(root)}, whose lifetime cannot be seen here")
+            origin = "a call" if isinstance(root, ast.Call) else "an expression"
+            if render(root) != shown:
+                origin = render(root)
+            return Verdict(Lifetime.UNKNOWN, False, f"{shown} comes from {origin}, whose lifetime cannot be seen here")
         name = root.id
         scope = place.scope
         if _comprehension_target(expr, name, place.module.parents, scope.node):
@@ -423,8 +426,15 @@ class LifetimeJudge:
 
     def _definition_escapes(self, scope: Scope, place: Place) -> Optional[str]:
         node = scope.node
+        if isinstance(node, ast.Lambda):
+            call = place.module.parents.get(node)
+            if isinstance(call, ast.keyword):
+                call = place.module.parents.get(call)
+            if _calls_and_drops(call, node):
+                return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
+            return f"is a lambda passed on at line {node.lineno}, which can be kept"
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return "is a lambda or class body, which can be kept"
+            return "is a class body, which can be kept"
         if isinstance(node, ast.AsyncFunctionDef):
             return "is a coroutine function, which can run later"
         for decorator in node.decorator_list:
@@ -444,7 +454,7 @@ class LifetimeJudge:
             if _calls_and_drops(call, use):
                 continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
             if not (isinstance(call, ast.Call) and call.func is use):
-                return f"is passed on as a value at line {use.lineno}"
+                return f"{_kept_as(use, parents)} at line {use.lineno}"
             if not generator:
                 continue   # calling a function keeps nothing of it; only a generator lives on in its result
             if _consumed(call, parents):
@@ -696,6 +706,24 @@ _CALLS_AND_DROPS = {
     "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
     "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
 }
+
+
+def _kept_as(use: ast.Name, parents: dict) -> str:
+    """How a nested function's name, used as a value, is kept: ``is installed as
+    Block.__call__``, ``is returned``, ``is passed to register()``, or ``is passed on as a
+    value``. The wording says where the function (and what it captures) goes on living."""
+    parent = parents.get(use)
+    if isinstance(parent, ast.Assign) and parent.value is use:
+        targets = ", ".join(render(t) for t in parent.targets)
+        if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in parent.targets):
+            return f"is installed as {targets}"
+        return f"is bound to {targets}"
+    if isinstance(parent, (ast.Return, ast.Yield)):
+        return "is returned (and passed on as a value)"
+    call = parents.get(parent) if isinstance(parent, ast.keyword) else parent
+    if isinstance(call, ast.Call) and call.func is not use:
+        return f"is passed to {render(call.func)}() (and passed on as a value)"
+    return "is passed on as a value"
 
 
 def _calls_and_drops(call: Optional[ast.AST], use: ast.Name) -> bool:

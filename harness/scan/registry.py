@@ -205,9 +205,15 @@ def _registry_finding(name: str, severity: Severity, uses: list[Finding], items:
     primary = _primary(items)
     lifetime_reason = primary.hit.verdict.reason if primary is not None else ""
     lifetime = primary.hit.verdict.lifetime if primary is not None else Lifetime.UNKNOWN
+    # what is keyed: the keys that name their objects (id(w._data)) before loop variables
+    keyed = sorted(
+        (item.hit for item in items if item.hit.key is not None),
+        key=lambda hit: (not hit.key.objects, hit.use is Use.READ),
+    )
+    keys = list(dict.fromkeys(hit.key.text for hit in keyed))
     return RegistryFinding(
-        name, severity, advice.why(lifetime_reason, roles), advice.fix({u.code for u in uses}, roles, lifetime), tuple(uses),
-        lifetime.value,
+        name, severity, advice.why(lifetime_reason, keys, uses), advice.fix({u.code for u in uses}, roles, lifetime),
+        tuple(uses), lifetime.value,
     )
 
 
