@@ -166,7 +166,7 @@ def to_findings(judged: list[Judged], source_lines: dict[str, list[str]]) -> lis
 
 
 def group(findings: list[Finding], judged: list[Judged], factory_bases: Optional[dict[str, set[str]]] = None) -> list[RegistryFinding]:
-    """One finding per registry and severity, with every use; findings that are not uses of
+    """One finding per registry, with every use; findings that are not uses of
     a registry (IDK010, IDK011) stand alone. Each hazard gets its confidence
     (:mod:`harness.scan.confidence`); ``factory_bases`` maps a key factory to the factories
     it is built on."""
@@ -181,16 +181,18 @@ def group(findings: list[Finding], judged: list[Judged], factory_bases: Optional
         if not finding.registry:
             alone.append(RegistryFinding("", finding.severity, finding.detail, "", (finding,)))
             continue
-        groups[(finding.registry, finding.severity)].append(finding)
+        groups[finding.registry].append(finding)
     result = list(alone)
-    for (key, severity), uses in groups.items():
+    for key, uses in groups.items():
+        # one finding per registry: a hazard if any use is one (its safe uses listed with it)
+        severity = Severity.HAZARD if any(u.severity is Severity.HAZARD for u in uses) else uses[0].severity
         uses.sort(key=Finding.sort_key)
         items = [hit_of.get((u.path, u.line, u.col, u.code)) for u in uses]
         items = [i for i in items if i is not None]
         name = registry_key(items[0].hit)[1] if items else key
         finding = _registry_finding(name, severity, uses, items)
         if severity is Severity.HAZARD and items:
-            assessment = assess(items, pins, factory_bases or {})
+            assessment = assess([i for i in items if i.severity is Severity.HAZARD], pins, factory_bases or {})
             finding = dataclasses.replace(finding, confidence=assessment.confidence, confidence_reason=assessment.reason)
         result.append(finding)
     result.sort(key=RegistryFinding.sort_key)
@@ -202,6 +204,8 @@ def _registry_finding(name: str, severity: Severity, uses: list[Finding], items:
     if severity is not Severity.HAZARD:
         reasons = list(dict.fromkeys(item.reason for item in items))
         return RegistryFinding(name, severity, "; ".join(reasons), "", tuple(uses))
+    items = [item for item in items if item.severity is Severity.HAZARD] or items
+    uses_wrong = [use for use in uses if use.severity is Severity.HAZARD] or uses
     primary = _primary(items)
     lifetime_reason = primary.hit.verdict.reason if primary is not None else ""
     lifetime = primary.hit.verdict.lifetime if primary is not None else Lifetime.UNKNOWN
@@ -212,7 +216,7 @@ def _registry_finding(name: str, severity: Severity, uses: list[Finding], items:
     )
     keys = list(dict.fromkeys(hit.key.text for hit in keyed))
     return RegistryFinding(
-        name, severity, advice.why(lifetime_reason, keys, uses), advice.fix({u.code for u in uses}, roles, lifetime),
+        name, severity, advice.why(lifetime_reason, keys, uses_wrong), advice.fix({u.code for u in uses}, roles, lifetime),
         tuple(uses), lifetime.value,
     )
 

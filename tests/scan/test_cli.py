@@ -283,3 +283,23 @@ def test_python_dash_m_harness_scan(tmp_path):
     )
     assert missing.returncode == 2
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_a_registry_with_safe_and_hazardous_uses_is_one_hazard_finding(tmp_path, capsys):
+    path = write(tmp_path, "mixed.py", """\
+        _REG = {}
+
+
+        def keep(x, v):
+            _REG[id(x)] = (x, v)
+
+
+        def forget(y, v):
+            _REG[id(y)] = v
+        """)
+    assert main(["--format", "json", str(path)]) == 1
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 1
+    assert records[0]["severity"] == "hazard" and "(2 stores)" in records[0]["message"]
+    assert [(u["line"], u["severity"]) for u in records[0]["uses"]] == [(5, "safe"), (9, "hazard")]
+    assert "_REG[id(y)]" in records[0]["why"]
