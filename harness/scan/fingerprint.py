@@ -21,8 +21,8 @@ def relative_uri(path: str, base: str) -> str:
     """``path`` relative to ``base`` with ``/`` separators (absolute when outside ``base``)."""
     absolute = os.path.abspath(path)
     relative = os.path.relpath(absolute, base)
-    if relative.startswith(".."):
-        return absolute.replace(os.sep, "/")
+    if relative == ".." or relative.startswith(".." + os.sep):
+        return absolute
     return relative.replace(os.sep, "/")
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import urllib.parse
 
 from harness import __version__
 from harness.scan.codes import Code
@@ -46,7 +48,10 @@ def _level(finding: RegistryFinding) -> str:
 
 def _location(use: Finding, base: str) -> dict:
     uri = relative_uri(use.path, base)
-    artifact = {"uri": uri} if uri.startswith("/") else {"uri": uri, "uriBaseId": BASE_ID}
+    if os.path.isabs(uri):
+        artifact = {"uri": pathlib.Path(uri).as_uri()}       # outside the base: an absolute file URI
+    else:
+        artifact = {"uri": urllib.parse.quote(uri), "uriBaseId": BASE_ID}
     region = {"startLine": use.line, "startColumn": use.col}
     if use.snippet:
         region["snippet"] = {"text": use.snippet}
@@ -98,7 +103,7 @@ def format_sarif(findings: list[RegistryFinding], base: str) -> str:
                 "version": __version__,
                 "rules": _rules(),
             }},
-            "originalUriBaseIds": {BASE_ID: {"uri": "file://" + os.path.abspath(base).replace(os.sep, "/").rstrip("/") + "/"}},
+            "originalUriBaseIds": {BASE_ID: {"uri": pathlib.Path(os.path.abspath(base)).as_uri().rstrip("/") + "/"}},
             "results": results,
         }],
     }

@@ -254,3 +254,16 @@ def test_the_published_hook_runs_from_a_clone_of_this_repository(tmp_path):
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "bad.py:6:5: IDK001" in done.stdout and "reader.py:5:12" in done.stdout, done.stdout
+
+
+def test_sarif_names_a_file_outside_the_base_by_an_absolute_file_uri(tmp_path, capsys, monkeypatch):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(FIXTURE, outside / "fp8.py")
+    base = tmp_path / "base"
+    base.mkdir()
+    monkeypatch.chdir(base)
+    log = _sarif(capsys, str(outside / "fp8.py"))
+    _validate(log)
+    artifact = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert artifact == {"uri": (outside / "fp8.py").as_uri()}
