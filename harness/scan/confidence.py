@@ -136,7 +136,7 @@ def _own(obj: ast.expr, hit, depth: int = 0) -> bool:
     ``self.a.b``, ``self.a.get(k)``, or a local bound from those (a loop over
     ``self.sources.items()``, ``src = self.sources.get(s)``)."""
     scope = _scope(hit)
-    owner_param = _bound_param(scope)
+    owner_param = bound_param(scope)
     if owner_param is None or depth > 4:
         return False
     if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Attribute) and obj.func.attr == "get":
@@ -149,12 +149,12 @@ def _own(obj: ast.expr, hit, depth: int = 0) -> bool:
     if parts:
         return False
     binding, owner = scope.resolve(root.id)
-    if binding in (Binding.PARAM, Binding.MODULE, Binding.CLASS_BODY) and _loop_source(scope.node, root.id) is None:
+    if binding in (Binding.PARAM, Binding.MODULE, Binding.CLASS_BODY) and loop_source(scope.node, root.id) is None:
         return False
     values = owner.values.get(root.id, []) if binding is Binding.LOCAL else []
     if values and all(value is not UNTRACKED for value in values):
         return all(_own(value, hit, depth + 1) for value in values)
-    loop = _loop_source(scope.node, root.id)
+    loop = loop_source(scope.node, root.id)
     return loop is not None and _iterates_own(loop, hit, depth)
 
 
@@ -171,7 +171,7 @@ def _calls_in(expr: ast.expr) -> bool:
     return any(isinstance(node, ast.Call) for node in ast.walk(expr))
 
 
-def _bound_param(scope) -> Optional[str]:
+def bound_param(scope) -> Optional[str]:
     """``self`` of the method the code is in; also a first parameter spelled ``self`` of a
     function written to be patched onto a class (a ``@staticmethod`` taking ``self``)."""
     while scope is not None:
@@ -183,12 +183,23 @@ def _bound_param(scope) -> Optional[str]:
     return None
 
 
-def _loop_source(function: ast.AST, name: str) -> Optional[ast.expr]:
+def loop_source(function: ast.AST, name: str, near: Optional[ast.AST] = None) -> Optional[ast.expr]:
+    """What the loop or comprehension binding ``name`` in ``function`` iterates over: the
+    comprehension around ``near`` when there is one, else the first loop found."""
+    if near is not None:
+        for node in ast.walk(function):
+            if isinstance(node, (ast.SetComp, ast.ListComp, ast.GeneratorExp, ast.DictComp)):
+                for generator in node.generators:
+                    if _binds(generator.target, name) and any(inner is near for inner in ast.walk(node)):
+                        return generator.iter
     for node in ast.walk(function):
-        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)):
-                return node.iter
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and _binds(node.target, name):
+            return node.iter
     return None
+
+
+def _binds(target: ast.expr, name: str) -> bool:
+    return any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target))
 
 
 def _all_own(hit) -> bool:
@@ -208,7 +219,7 @@ def _owned_keys_elsewhere(hits: list) -> Optional[str]:
             return None
         scope = _scope(hit)
         binding, _ = scope.resolve(root.id)
-        if root.id == _bound_param(scope):
+        if root.id == bound_param(scope):
             attributes = parts[: parts.index("[]")] if "[]" in parts else parts
             if len(attributes) < 2:
                 return None      # self.cache: the owner's own container dies with it
@@ -285,7 +296,7 @@ def _namespace_members(hit) -> bool:
     for obj in hit.key.objects:
         if not isinstance(obj, ast.Name):
             return False
-        source = _loop_source(_function_of(hit), obj.id)
+        source = loop_source(_function_of(hit), obj.id)
         if source is None or not _is_namespace(source):
             return False
     return True

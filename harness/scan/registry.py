@@ -13,17 +13,18 @@ reads, why it is a hazard and the fix (:mod:`harness.scan.advice`).
 
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
 from typing import Optional
 
 from harness.scan import advice
 from harness.scan.analyzer import Hit, Use
-from harness.scan.confidence import assess, find_pins
+from harness.scan.confidence import assess, bound_param, find_pins, loop_source
 from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.lifetime import Lifetime
 from harness.scan.resets import Clear, Prune, bounding
-from harness.scan.syntax import render
+from harness.scan.syntax import render, root_of
 
 _ROLE = {Use.STORE: "store", Use.READ: "read", Use.SAVED: "saved", Use.CACHED: "cached"}
 
@@ -215,10 +216,36 @@ def _registry_finding(name: str, severity: Severity, uses: list[Finding], items:
         key=lambda hit: (not hit.key.objects, hit.use is Use.READ),
     )
     keys = list(dict.fromkeys(hit.key.text for hit in keyed))
+    if keyed and keys:
+        keys[0] = f"{keys[0]} ({_origin(keyed[0])})"
     return RegistryFinding(
         name, severity, advice.why(lifetime_reason, keys, uses_wrong), advice.fix({u.code for u in uses}, roles, lifetime),
         tuple(uses), lifetime.value,
     )
+
+
+def _origin(hit: Hit) -> str:
+    """Where the keyed objects come from, and so why they can die first: the object the
+    method runs on (or what it holds), objects callers pass in (directly or as elements of
+    what they pass), or objects found or made at run time."""
+    scope = hit.module.scope_of(hit.node)
+    while not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and scope.parent is not None:
+        scope = scope.parent          # a comprehension or lambda: the function around it
+    own = bound_param(scope)
+    kinds = set()
+    for obj in hit.key.objects:
+        root, _ = root_of(obj)
+        name = root.id if isinstance(root, ast.Name) else ""
+        source = loop_source(scope.node, name, near=obj) if name and name not in scope.params else None
+        if source is not None:
+            base, _ = root_of(source)
+            name = base.id if isinstance(base, ast.Name) else ""
+        kinds.add("own" if name == own else "param" if name in scope.params else "other")
+    if kinds == {"own"}:
+        return f"{own} (the object the method runs on) or what it holds, which can be replaced or die while the registry lives"
+    if kinds == {"param"}:
+        return "objects callers pass in, which they can drop while the registry lives"
+    return "objects found or made at run time, which can die while the registry lives"
 
 
 def _primary(items: list[Judged]) -> Optional[Judged]:
