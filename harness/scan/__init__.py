@@ -181,7 +181,7 @@ calls a key factory.
 """
 
 from harness.scan.codes import Code
-from harness.scan.confidence import Confidence
+from harness.scan.finding import Confidence
 from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.scanner import ScanResult, scan_paths
 

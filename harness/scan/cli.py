@@ -22,7 +22,7 @@ from typing import Optional
 
 from harness.errors import OneLineParser, UsageError
 from harness.scan import baseline, settings
-from harness.scan.confidence import Confidence
+from harness.scan.finding import Confidence
 from harness.scan.finding import RegistryFinding, Severity
 from harness.scan.fingerprint import fingerprint
 from harness.scan.report import format_json, format_text

@@ -18,24 +18,18 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import enum
 from types import SimpleNamespace
 from typing import Iterable, Optional
 
+from harness.scan.analyzer import Use
+from harness.scan.finding import Confidence
 from harness.scan.holders import immortal
+from harness.scan.lifetime import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding
 from harness.scan.syntax import render, root_of
 
 # Containers that live for the whole process (or as long as an installed function).
-_PROCESS_WIDE = {"module", "class", "global object", "closure"}
-
-
-class Confidence(enum.Enum):
-    """``HIGH``: both halves of the hazard are seen; shown by default. ``LOW``: one is not;
-    shown with ``--all``. The names are what ``[tool.fp8-harness.scan] confidence`` takes."""
-
-    HIGH = "high"
-    LOW = "low"
+_PROCESS_WIDE = {Lifetime.MODULE, Lifetime.CLASS, Lifetime.GLOBAL_OBJECT, Lifetime.CLOSURE}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,9 +53,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     :class:`~harness.scan.registry.Judged` records of its uses)."""
     items = list(items)
     hits = [item.hit for item in items]
-    writes = [hit for hit in hits if hit.use.name in ("STORE", "SAVED", "CACHED")]
+    writes = [hit for hit in hits if hit.use in (Use.STORE, Use.SAVED, Use.CACHED)]
     primary = writes[0] if writes else hits[0]
-    lifetime = primary.verdict.lifetime.value
+    lifetime = primary.verdict.lifetime
     owned = _owned_keys_elsewhere(hits)
 
     if not writes:
@@ -70,20 +64,20 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, (
             "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
         ))
-    if lifetime == "parameter":
+    if lifetime is Lifetime.PARAM:
         return Assessment(Confidence.LOW, (
             "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
         ))
-    if lifetime in ("returned", "unknown"):
+    if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
             return Assessment(Confidence.HIGH, owned)
         return Assessment(Confidence.LOW, (
             "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
         ))
-    if lifetime == "instance":
+    if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(Confidence.HIGH, owned)
-        saved_own = [hit for hit in writes if hit.use.name == "SAVED" and _all_own(hit)]
+        saved_own = [hit for hit in writes if hit.use is Use.SAVED and _all_own(hit)]
         if saved_own:
             return Assessment(Confidence.HIGH, (
                 "the saved ids are of objects the owner holds and replaces, so the owner outlives them"
@@ -92,7 +86,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "an attribute of an object keyed by objects passed to it: if that object lives for one phase "
             "(a pickler, a builder, one compile), its entries die with it; the scan cannot tell"
         ))
-    if lifetime in ("local", "temporary") and not any("captured by" in hit.verdict.reason for hit in writes):
+    if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY) and not any("captured by" in hit.verdict.reason for hit in writes):
         return Assessment(Confidence.LOW, "the container escapes its function in a way whose lifetime cannot be seen")
 
     decorated = [hit for hit in writes if _registered_functions(hit)]
@@ -118,7 +112,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     pinned = [_pinned(hit, pins, factory_bases) for hit in writes]
     if all(pinned):
         return Assessment(Confidence.LOW, pinned[0])
-    if lifetime in ("local", "temporary", "closure"):
+    if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY, Lifetime.CLOSURE):
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
         ))
@@ -412,7 +406,7 @@ def find_pins(judged: Iterable) -> dict[str, Pin]:
     pins: dict[str, Pin] = {}
     for item in judged:
         hit = item.hit
-        if hit.use.name != "STORE" or hit.kept_alive is None or hit.verdict.lifetime.value not in _PROCESS_WIDE:
+        if hit.use is not Use.STORE or hit.kept_alive is None or hit.verdict.lifetime not in _PROCESS_WIDE:
             continue
         factory = factory_of(hit)
         if factory is not None:

@@ -6,7 +6,6 @@ import dataclasses
 import enum
 
 from harness.scan.codes import Code
-from harness.scan.confidence import Confidence
 
 
 class Severity(enum.Enum):
@@ -23,6 +22,14 @@ class Severity(enum.Enum):
     @property
     def fails_scan(self) -> bool:
         return self is not Severity.SAFE
+
+
+class Confidence(enum.Enum):
+    """``HIGH``: both halves of the hazard are seen; shown by default. ``LOW``: one is not;
+    shown with ``--all``. The names are what ``[tool.fp8-harness.scan] confidence`` takes."""
+
+    HIGH = "high"
+    LOW = "low"
 
 
 @dataclasses.dataclass(frozen=True)

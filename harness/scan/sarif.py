@@ -18,7 +18,7 @@ import urllib.parse
 
 from harness import __version__
 from harness.scan.codes import Code
-from harness.scan.confidence import Confidence
+from harness.scan.finding import Confidence
 from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.fingerprint import KEY, fingerprint, relative_uri
 

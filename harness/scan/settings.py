@@ -15,7 +15,7 @@ import os
 from typing import Iterable, Optional
 
 from harness.errors import UsageError
-from harness.scan.confidence import Confidence
+from harness.scan.finding import Confidence
 
 SECTION = "tool.fp8-harness.scan"
 _KNOWN = {"exclude", "confidence"}

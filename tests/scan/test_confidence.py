@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from harness.scan.confidence import Confidence
+from harness.scan.finding import Confidence
 from harness.scan.finding import Severity
 from harness.scan.scanner import scan_paths
 
