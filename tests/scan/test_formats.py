@@ -267,3 +267,12 @@ def test_sarif_names_a_file_outside_the_base_by_an_absolute_file_uri(tmp_path, c
     _validate(log)
     artifact = log["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
     assert artifact == {"uri": (outside / "fp8.py").as_uri()}
+
+
+def test_exclude_on_the_command_line_is_relative_to_the_current_directory(tmp_path, capsys, monkeypatch):
+    root = _project(tmp_path, "")
+    monkeypatch.chdir(root)
+    assert main(["src"]) == 1                              # bad.py is scanned
+    assert "Tracker.seen" in capsys.readouterr().out
+    assert main(["--exclude", "src/vendored/*", "src"]) == 0
+    assert "in 1 file(s)" in capsys.readouterr().err
