@@ -7,18 +7,63 @@ process-global maps fired scale updates at unplanned moments. The scan reads Pyt
 with :mod:`ast` (nothing scanned is imported or run) and reports every place such a key is
 made, stored, looked up or kept.
 
-Usage: ``python -m harness scan PATH...`` or ``python -m harness.scan PATH...``
-(``--format text|json``, ``--hazards-only``, ``--sentinel-registries``).
+Usage: ``python -m harness scan [PATH...]`` or ``python -m harness.scan`` (no path: the
+current directory). Options: ``--format text|json|sarif``, ``--all`` (also the hazards of low
+confidence and the safe findings), ``--hazards-only`` (with ``--all``: no safe findings),
+``--exclude GLOB``, ``--baseline FILE`` / ``--write-baseline FILE``, ``--sentinel-registries``.
 
 Output: one finding per registry -- the dict, set or saved id that state is keyed by --
 with all its uses. The header line is ``file:line:col: CODE title: REGISTRY (N stores, M
-reads) (severity)`` at the first use, 1-based line and column; indented below it, ``why:``
-(how long the registry lives and what a stale entry does) and ``fix:`` (a
-``weakref.WeakKeyDictionary``, ``weakref.finalize`` pruning, keeping the object alive in the
-value, or a reset on teardown) for a hazard, ``safe:`` with the reason otherwise, then one
-line per use (``store``, ``read``, ``saved``, ``cached``) with the whole expression.
-``--sentinel-registries`` prints, instead, one ``--sentinel-registry=MODULE:ATTR`` per
-hazardous registry a module can reach, for ``pytest -p harness.sentinel``.
+reads) (hazard, high confidence)`` at the first use, 1-based line and column; indented below
+it, for a hazard, ``why:`` (how long the registry lives, what it is keyed by, and the use
+that goes wrong), ``confidence:`` (how sure the scan is, and why) and ``fix:``; for a safe
+finding ``safe:`` with the reason; then one line per use (``store``, ``read``, ``saved``,
+``cached``) with the whole expression. ``--sentinel-registries`` prints, instead, one
+``--sentinel-registry=MODULE:ATTR`` per reported hazardous registry a module can reach, for
+``pytest -p harness.sentinel``.
+
+What is reported, and the exit status
+-------------------------------------
+By default: the hazards of **high** confidence and the files that could not be checked
+(IDK010, IDK011). ``--all`` adds the hazards of **low** confidence and the safe findings;
+``--all --hazards-only`` shows every hazard and no safe finding (``--hazards-only`` alone
+changes nothing: the default shows no safe findings). ``confidence = "low"`` in the settings
+reports every hazard, as ``--all --hazards-only`` does. Exit status: **0** when nothing is
+reported at the reported confidence (safe findings do not count), **1** when a hazard or a
+file that could not be checked is reported, **2** on bad input (an empty path, a path that
+does not exist, a directory with no Python file, a bad setting or baseline), with one line on
+stderr. ``--sentinel-registries`` and ``--write-baseline`` exit 0 (2 on bad input), so
+``$(...)`` works under ``set -e``. A file that cannot be parsed is one IDK010 finding; every
+other file is still scanned and reported.
+
+Confidence (:mod:`harness.scan.confidence`)
+-------------------------------------------
+A hazard is real when the keyed object can die while its entry lives and a later lookup can
+match a new object. **High**: both halves are seen -- a process-wide container (module
+global, class attribute, a container returned by a ``functools.cache`` function, a closure of
+a function that is installed or returned) keyed by objects callers pass in; an id of the
+owner's own attributes saved on the owner; or ids of the code's own object (``self``, what it
+holds) kept in a container of another object (``lm = current_mode(); lm.cache[id(self)]``).
+**Low**, with the reason: only lookups are in the scanned files; the container is the
+caller's (a parameter) or comes from code whose lifetime cannot be seen; it is an attribute
+of an object keyed by objects passed to it (a pickler, a builder, one compile: the owner may
+live for one phase); the keyed objects are the functions a decorator registers and returns,
+members of a module or class namespace, or what every call passes as a module-level function;
+another module-level container holds the object (``handlers[fn] = h`` beside
+``ids.add(id(fn))``); a process-wide entry keyed through the same key factory holds it (a
+pin); or the code checks the entry against the object with ``is``.
+
+Forms for CI
+------------
+``--format sarif``: SARIF 2.1.0 (:mod:`harness.scan.sarif`), one result per registry, rules
+by code, ``uri`` relative to the current directory with ``uriBaseId`` ``SRCROOT``,
+``partialFingerprints`` from the code, file, registry and first-use text (not the line
+number, so an edit above keeps a finding's identity). ``--baseline FILE`` leaves out what
+``--write-baseline FILE`` recorded. Settings: ``[tool.fp8-harness.scan]`` in the nearest
+``pyproject.toml`` above the scanned paths, ``exclude = ["glob", ...]`` (relative to that
+file) and ``confidence = "high" | "low"`` (:mod:`harness.scan.settings`). The pre-commit hook
+(``.pre-commit-hooks.yaml``, ``scripts/id-hazard-scan``) runs from a clone without installing
+anything and scans the whole repository whatever files are staged.
 
 Codes
 -----
@@ -91,13 +136,15 @@ how the FP8 weight maps of TE 1.12 lived on between models.
 
 Everything else is a hazard, notably module globals, class attributes, ``self.``
 attributes, closure variables, containers passed in by unknown callers and anything
-returned. Hazards and IDK010/IDK011 (severity ``error``) make the exit status 1; only safe
-findings, or none, give 0; bad input (an empty path, a path that does not exist, a
-directory with no Python file) gives 2 with one line on stderr. ``--sentinel-registries``
-only lists, and exits 0 (2 on bad input), so ``$(...)`` works under ``set -e``.
+returned; each hazard then gets its confidence (above).
 
 Data flow
 ---------
+``reg[id(x)].append(v)`` (any mutating method on the looked-up entry) is a store into
+``reg``, not a lookup. A container returned by a ``@functools.cache``/``lru_cache`` function
+is one process-wide registry (the cache hands the same one to every caller), not a new
+container per call. A local bound to a call of a function annotated to return a class of the
+same file (``-> Mode | None``) is named as that class's attribute (``Mode.cache``).
 Within a function, in source order: ``key = id(x)`` (also through ``if``-expressions and
 ``:=``), ``key = (id(a), n)``, loops over id collections (``for wid in ids``, ``for wid, v in
 by_id.items()``), locals that alias long-lived containers (``reg = Manager.registry``) and
@@ -134,7 +181,8 @@ calls a key factory.
 """
 
 from harness.scan.codes import Code
+from harness.scan.finding import Confidence
 from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.scanner import ScanResult, scan_paths
 
-__all__ = ["Code", "Finding", "RegistryFinding", "ScanResult", "Severity", "scan_paths"]
+__all__ = ["Code", "Confidence", "Finding", "RegistryFinding", "ScanResult", "Severity", "scan_paths"]

@@ -21,10 +21,10 @@ from harness.scan.codes import Code
 from harness.scan.lifetime import Lifetime
 
 _CONSEQUENCE = {
-    "store": "when the object dies its entry stays, and a new object that gets the address matches it",
-    "read": "a new object that gets a dead object's address finds the dead object's entry",
-    "saved": "a new object that gets the same address compares equal to the saved id",
-    "cached": "the cache keeps results for dead objects and hands them to new objects at the same address",
+    "read": "when one of them dies and a new object gets its address, the lookup at {where} finds the dead object's entry",
+    "store": "when one of them dies its entry stays, and a new object that gets its address matches it at {where}",
+    "saved": "when the object dies and a new one gets its address, it compares equal to the id saved at {where}",
+    "cached": "the cache called at {where} keeps results for dead objects and hands them to new objects at the same address",
 }
 
 WEAK_KEYS = (
@@ -35,10 +35,16 @@ KEEP_ALIVE = "or keep the object alive in the value (registry[key] = (obj, value
 RESET = "reset the registry on teardown (clear it where the phase that fills it ends: a finally, __exit__, or the end of the build)"
 
 
-def why(lifetime_reason: str, roles: set[str]) -> str:
-    """The hazard in one sentence: how long the registry lives, and what a stale entry does."""
-    consequences = [_CONSEQUENCE[role] for role in ("store", "read", "saved", "cached") if role in roles]
-    return f"{lifetime_reason}; " + "; ".join(consequences)
+def why(lifetime_reason: str, keys: list[str], uses: list) -> str:
+    """The hazard, each part said once: how long the registry lives (``lifetime_reason``),
+    what it is keyed by (``keys``: the key expressions of its stores), and the use that goes
+    wrong (the first lookup, else the first store; ``uses`` are its per-line findings)."""
+    by_role = {role: [u for u in uses if u.role == role] for role in ("read", "saved", "cached", "store")}
+    role = next((r for r in ("read", "saved", "cached", "store") if by_role[r]), "store")
+    use = by_role[role][0] if by_role[role] else None
+    where = f"{use.path}:{use.line} ({use.subject})" if use is not None else "the next use"
+    keyed = f"it is keyed by {', '.join(keys[:2])}" if keys else "it holds ids"
+    return f"{lifetime_reason}; {keyed}; " + _CONSEQUENCE[role].format(where=where)
 
 
 def fix(codes: set[Code], roles: set[str], lifetime: Lifetime) -> str:

@@ -22,7 +22,7 @@ from harness.scan.codes import Code
 from harness.scan.environment import Place
 from harness.scan.facts import Factory, ModuleFacts
 from harness.scan.flow import FlowState
-from harness.scan.keys import KeyFacts, KeyKind
+from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind
 from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, roots
 from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
 from harness.scan.resets import Prune
@@ -290,10 +290,23 @@ class ModuleAnalyzer:
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, ast.Load):
             key = self.reader.key(node.slice)
-            if key is not None:
+            if key is not None and self._entry_mutated(node):
+                # reg[id(x)].append(v): the entry is changed in place, a store into reg
+                call = self.module.parents[self.module.parents[node]]
+                self._store(node, node.value, key, node.slice, None, also_holding=call.args[0] if call.args else None)
+            elif key is not None:
                 verdict = self.judge.container(node.value, self.place)
                 self._hit(node, code_for(key, "mapping"), self._subject(node, key), Use.READ, verdict, container=node.value, key=key)
         self.generic_visit(node)
+
+    def _entry_mutated(self, node: ast.Subscript) -> bool:
+        """``reg[k].append(v)``, ``reg[k].add(v)``: the looked-up entry is changed in place."""
+        attribute = self.module.parents.get(node)
+        call = self.module.parents.get(attribute) if attribute is not None else None
+        return (
+            isinstance(attribute, ast.Attribute) and attribute.attr in MUTATORS
+            and isinstance(call, ast.Call) and call.func is attribute
+        )
 
     def visit_Compare(self, node: ast.Compare) -> None:
         left = node.left
@@ -418,6 +431,10 @@ class ModuleAnalyzer:
         sink: str = "mapping",
     ) -> None:
         verdict = self.judge.container(container, self.place)
+        if isinstance(container, ast.Name) and sink == "mapping" and container.id not in self.place.flow.collections:
+            # by_id[id(x)].append(n) fills a local mapping keyed by ids: a later loop over
+            # by_id.items() yields those ids
+            self.place.flow.collections[container.id] = CollectionFacts(key, True, False, None, node)
         kept = self._kept_alive(node, key, container, value, also_holding)
         if kept is None:
             kept = self._pruned_in_finally(node, container, key_node)

@@ -24,6 +24,14 @@ class Severity(enum.Enum):
         return self is not Severity.SAFE
 
 
+class Confidence(enum.Enum):
+    """``HIGH``: both halves of the hazard are seen; shown by default. ``LOW``: one is not;
+    shown with ``--all``. The names are what ``[tool.fp8-harness.scan] confidence`` takes."""
+
+    HIGH = "high"
+    LOW = "low"
+
+
 @dataclasses.dataclass(frozen=True)
 class Finding:
     """A place in a file where state is keyed by (or holds) the identity of an object.
@@ -79,6 +87,8 @@ class RegistryFinding:
     fix: str
     uses: tuple[Finding, ...]
     lifetime: str = ""      # how long the registry lives: module, class, instance, local...
+    confidence: Confidence = Confidence.HIGH   # for a hazard: how sure the scan is (confidence.py)
+    confidence_reason: str = ""
 
     @property
     def first(self) -> Finding:
@@ -103,7 +113,14 @@ class RegistryFinding:
             for role in ("store", "read", "saved", "cached")
             if (n := self.count(role))
         )
-        return f"{self.code.title}: {self.name} ({roles}) ({self.severity.value})"
+        return f"{self.code.title}: {self.name} ({roles}) ({self.label})"
+
+    @property
+    def label(self) -> str:
+        """``hazard, high confidence``, ``hazard, low confidence``, ``safe`` or ``error``."""
+        if self.severity is Severity.HAZARD and self.name:
+            return f"hazard, {self.confidence.value} confidence"
+        return self.severity.value
 
     def sort_key(self) -> tuple:
         return self.first.sort_key()
@@ -119,6 +136,8 @@ class RegistryFinding:
             "severity": self.severity.value,
             "registry": self.name,
             "message": self.headline(),
+            "confidence": self.confidence.value if self.severity is Severity.HAZARD else None,
+            "confidence_reason": self.confidence_reason,
             "why": self.why,
             "fix": self.fix,
             "snippet": first.snippet,

@@ -196,12 +196,34 @@ class LifetimeJudge:
                 branches = [self.container(branch, place, depth + 1) for branch in (root.body, root.orelse)]
                 unsafe = [verdict for verdict in branches if not verdict.safe]
                 return unsafe[0] if unsafe else branches[0]
+            cached = _cached_function(root, place) if isinstance(root, ast.Call) else None
+            if cached is not None:
+                # @functools.cache / lru_cache: every call hands back the one container the
+                # cache keeps, so it is a process-wide registry, not a new container per call.
+                return Verdict(
+                    Lifetime.MODULE, False,
+                    f"{cached}() is cached by functools, so every call returns the same container, which lives for the whole process",
+                    f"{place.module.path}::{cached}:<cached>" + (f".{'.'.join(parts)}" if parts and "[]" not in parts else ""),
+                )
+            returned_class = _annotated_class(root, place) if isinstance(root, ast.Call) else None
+            if returned_class is not None:
+                # lm = enabled_local_tensor_mode() -> LocalTensorMode | None: the container is
+                # an attribute of that class's instance, named like one reached through self.
+                callee = render(root.func)
+                return Verdict(
+                    Lifetime.INSTANCE, False,
+                    f"{callee}() returns a {returned_class} (its return annotation), an object that lives apart from the keyed one",
+                    returned_class + (f".{'.'.join(parts)}" if parts and "[]" not in parts else ""),
+                )
             if isinstance(root, ast.Call) and self._builds_fresh(root, place):
                 return Verdict(
                     Lifetime.TEMPORARY, True,
                     f"{shown}: {render(root.func)}() builds a new container on every call, used here within the expression",
                 )
-            return Verdict(Lifetime.UNKNOWN, False, f"{shown} comes from {render(root)}, whose lifetime cannot be seen here")
+            origin = "a call" if isinstance(root, ast.Call) else "an expression"
+            if render(root) != shown:
+                origin = render(root)
+            return Verdict(Lifetime.UNKNOWN, False, f"{shown} comes from {origin}, whose lifetime cannot be seen here")
         name = root.id
         scope = place.scope
         if _comprehension_target(expr, name, place.module.parents, scope.node):
@@ -404,8 +426,15 @@ class LifetimeJudge:
 
     def _definition_escapes(self, scope: Scope, place: Place) -> Optional[str]:
         node = scope.node
+        if isinstance(node, ast.Lambda):
+            call = place.module.parents.get(node)
+            if isinstance(call, ast.keyword):
+                call = place.module.parents.get(call)
+            if _calls_and_drops(call, node):
+                return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
+            return f"is a lambda passed on at line {node.lineno}, which can be kept"
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return "is a lambda or class body, which can be kept"
+            return "is a class body, which can be kept"
         if isinstance(node, ast.AsyncFunctionDef):
             return "is a coroutine function, which can run later"
         for decorator in node.decorator_list:
@@ -425,7 +454,7 @@ class LifetimeJudge:
             if _calls_and_drops(call, use):
                 continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
             if not (isinstance(call, ast.Call) and call.func is use):
-                return f"is passed on as a value at line {use.lineno}"
+                return f"{_kept_as(use, parents)} at line {use.lineno}"
             if not generator:
                 continue   # calling a function keeps nothing of it; only a generator lives on in its result
             if _consumed(call, parents):
@@ -446,6 +475,8 @@ class LifetimeJudge:
         function = _function_called(call, place)
         if function is None:
             return False
+        if _cached_function(call, place) is not None:
+            return False
         returns = [n for n in walk_same_scope(function) if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom))]
         if not returns or any(not isinstance(n, ast.Return) or n.value is None for n in returns):
             return False
@@ -463,6 +494,8 @@ class LifetimeJudge:
         """Why a container ``scope``'s function returns may be kept by a caller, or None when
         every caller in the scanned files uses it at once (within the expression, or in a
         local that does not escape)."""
+        if _is_cached(scope, place):
+            return f"kept by the functools cache of {scope.name}() and handed to every caller for the whole process"
         if not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 2 or scope in self._returning:
             return "returned to the caller, who may keep it"
         self._returning.add(scope)
@@ -580,6 +613,38 @@ def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST
     return False
 
 
+def _annotated_class(call: ast.Call, place: Place) -> Optional[str]:
+    """The one class of the scanned module that ``call``'s function (of this module) is
+    annotated to return (``-> Mode | None``, ``-> Optional[Mode]``), or None."""
+    function = _function_called(call, place)
+    returns = getattr(function, "returns", None)
+    if returns is None:
+        return None
+    if isinstance(returns, ast.Constant) and isinstance(returns.value, str):
+        try:
+            returns = ast.parse(returns.value, mode="eval")      # -> "Mode | None"
+        except SyntaxError:
+            return None
+    names = {node.id for node in ast.walk(returns) if isinstance(node, ast.Name)}
+    classes = [name for name in names if name in place.module.classes]
+    return classes[0] if len(classes) == 1 else None
+
+
+def _cached_function(call: ast.Call, place: Place) -> Optional[str]:
+    """The qualified name of the ``@functools.cache``/``lru_cache`` function of this module
+    that ``call`` calls, or None."""
+    qualified = place.module.callee_qualname(call, place.scope)
+    return qualified if qualified in place.module.cached_functions else None
+
+
+def _is_cached(scope: Scope, place: Place) -> bool:
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    qualified = f"{scope.class_name}.{node.name}" if scope.class_name else node.name
+    return qualified in place.module.cached_functions
+
+
 def _function_called(call: ast.Call, place: Place) -> Optional[ast.AST]:
     """The definition (in this module) of the function ``call`` calls: a nested function
     visible from ``place``, a module-level function, or ``self.method``."""
@@ -641,6 +706,24 @@ _CALLS_AND_DROPS = {
     "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
     "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
 }
+
+
+def _kept_as(use: ast.Name, parents: dict) -> str:
+    """How a nested function's name, used as a value, is kept: ``is installed as
+    Block.__call__``, ``is returned``, ``is passed to register()``, or ``is passed on as a
+    value``. The wording says where the function (and what it captures) goes on living."""
+    parent = parents.get(use)
+    if isinstance(parent, ast.Assign) and parent.value is use:
+        targets = ", ".join(render(t) for t in parent.targets)
+        if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in parent.targets):
+            return f"is installed as {targets}"
+        return f"is bound to {targets}"
+    if isinstance(parent, (ast.Return, ast.Yield)):
+        return "is returned (and passed on as a value)"
+    call = parents.get(parent) if isinstance(parent, ast.keyword) else parent
+    if isinstance(call, ast.Call) and call.func is not use:
+        return f"is passed to {render(call.func)}() (and passed on as a value)"
+    return "is passed on as a value"
 
 
 def _calls_and_drops(call: Optional[ast.AST], use: ast.Name) -> bool:

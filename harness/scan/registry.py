@@ -13,16 +13,18 @@ reads, why it is a hazard and the fix (:mod:`harness.scan.advice`).
 
 from __future__ import annotations
 
+import ast
 import collections
 import dataclasses
 from typing import Optional
 
 from harness.scan import advice
 from harness.scan.analyzer import Hit, Use
+from harness.scan.confidence import assess, bound_param, find_pins, loop_source
 from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.lifetime import Lifetime
 from harness.scan.resets import Clear, Prune, bounding
-from harness.scan.syntax import render
+from harness.scan.syntax import render, root_of
 
 _ROLE = {Use.STORE: "store", Use.READ: "read", Use.SAVED: "saved", Use.CACHED: "cached"}
 
@@ -131,6 +133,8 @@ def _short(identity: str) -> str:
     scope, _, name = rest.rpartition(":")
     if not scope:
         return rest
+    if name == "<cached>":
+        return f"the container {scope}() returns from its functools cache"
     if name == "<returned>":
         return f"the container {scope}() returns"
     return f"{name} in {scope}()"
@@ -162,9 +166,12 @@ def to_findings(judged: list[Judged], source_lines: dict[str, list[str]]) -> lis
     return findings
 
 
-def group(findings: list[Finding], judged: list[Judged]) -> list[RegistryFinding]:
-    """One finding per registry and severity, with every use; findings that are not uses of
-    a registry (IDK010, IDK011) stand alone."""
+def group(findings: list[Finding], judged: list[Judged], factory_bases: Optional[dict[str, set[str]]] = None) -> list[RegistryFinding]:
+    """One finding per registry, with every use; findings that are not uses of
+    a registry (IDK010, IDK011) stand alone. Each hazard gets its confidence
+    (:mod:`harness.scan.confidence`); ``factory_bases`` maps a key factory to the factories
+    it is built on."""
+    pins = find_pins(judged)
     hit_of: dict[tuple, Judged] = {}
     for item in judged:
         hit = item.hit
@@ -175,14 +182,20 @@ def group(findings: list[Finding], judged: list[Judged]) -> list[RegistryFinding
         if not finding.registry:
             alone.append(RegistryFinding("", finding.severity, finding.detail, "", (finding,)))
             continue
-        groups[(finding.registry, finding.severity)].append(finding)
+        groups[finding.registry].append(finding)
     result = list(alone)
-    for (key, severity), uses in groups.items():
+    for key, uses in groups.items():
+        # one finding per registry: a hazard if any use is one (its safe uses listed with it)
+        severity = Severity.HAZARD if any(u.severity is Severity.HAZARD for u in uses) else uses[0].severity
         uses.sort(key=Finding.sort_key)
         items = [hit_of.get((u.path, u.line, u.col, u.code)) for u in uses]
         items = [i for i in items if i is not None]
         name = registry_key(items[0].hit)[1] if items else key
-        result.append(_registry_finding(name, severity, uses, items))
+        finding = _registry_finding(name, severity, uses, items)
+        if severity is Severity.HAZARD and items:
+            assessment = assess([i for i in items if i.severity is Severity.HAZARD], pins, factory_bases or {})
+            finding = dataclasses.replace(finding, confidence=assessment.confidence, confidence_reason=assessment.reason)
+        result.append(finding)
     result.sort(key=RegistryFinding.sort_key)
     return result
 
@@ -192,13 +205,47 @@ def _registry_finding(name: str, severity: Severity, uses: list[Finding], items:
     if severity is not Severity.HAZARD:
         reasons = list(dict.fromkeys(item.reason for item in items))
         return RegistryFinding(name, severity, "; ".join(reasons), "", tuple(uses))
+    items = [item for item in items if item.severity is Severity.HAZARD] or items
+    uses_wrong = [use for use in uses if use.severity is Severity.HAZARD] or uses
     primary = _primary(items)
     lifetime_reason = primary.hit.verdict.reason if primary is not None else ""
     lifetime = primary.hit.verdict.lifetime if primary is not None else Lifetime.UNKNOWN
-    return RegistryFinding(
-        name, severity, advice.why(lifetime_reason, roles), advice.fix({u.code for u in uses}, roles, lifetime), tuple(uses),
-        lifetime.value,
+    # what is keyed: the keys that name their objects (id(w._data)) before loop variables
+    keyed = sorted(
+        (item.hit for item in items if item.hit.key is not None),
+        key=lambda hit: (not hit.key.objects, hit.use is Use.READ),
     )
+    keys = list(dict.fromkeys(hit.key.text for hit in keyed))
+    if keyed and keys:
+        keys[0] = f"{keys[0]} ({_origin(keyed[0])})"
+    return RegistryFinding(
+        name, severity, advice.why(lifetime_reason, keys, uses_wrong), advice.fix({u.code for u in uses}, roles, lifetime),
+        tuple(uses), lifetime.value,
+    )
+
+
+def _origin(hit: Hit) -> str:
+    """Where the keyed objects come from, and so why they can die first: the object the
+    method runs on (or what it holds), objects callers pass in (directly or as elements of
+    what they pass), or objects found or made at run time."""
+    scope = hit.module.scope_of(hit.node)
+    while not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and scope.parent is not None:
+        scope = scope.parent          # a comprehension or lambda: the function around it
+    own = bound_param(scope)
+    kinds = set()
+    for obj in hit.key.objects:
+        root, _ = root_of(obj)
+        name = root.id if isinstance(root, ast.Name) else ""
+        source = loop_source(scope.node, name, near=obj) if name and name not in scope.params else None
+        if source is not None:
+            base, _ = root_of(source)
+            name = base.id if isinstance(base, ast.Name) else ""
+        kinds.add("own" if name == own else "param" if name in scope.params else "other")
+    if kinds == {"own"}:
+        return f"{own} (the object the method runs on) or what it holds, which can be replaced or die while the registry lives"
+    if kinds == {"param"}:
+        return "objects callers pass in, which they can drop while the registry lives"
+    return "objects found or made at run time, which can die while the registry lives"
 
 
 def _primary(items: list[Judged]) -> Optional[Judged]:

@@ -25,6 +25,7 @@ def format_text(findings: list[RegistryFinding]) -> str:
             continue
         if finding.severity is Severity.HAZARD:
             lines.append(f"{_INDENT}why: {finding.why}")
+            lines.append(f"{_INDENT}confidence: {finding.confidence.value}: {finding.confidence_reason}")
             lines.append(f"{_INDENT}fix: {finding.fix}")
         else:
             lines.append(f"{_INDENT}safe: {finding.why}")

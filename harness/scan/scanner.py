@@ -13,7 +13,7 @@ import os
 import platform
 import re
 import tokenize
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
 from harness.errors import UsageError
 from harness.scan.analyzer import analyze
@@ -88,7 +88,7 @@ def _walk_directory(top: str) -> list[str]:
         subdirectories[:] = sorted(
             d for d in subdirectories if not d.startswith(".") and d not in _SKIPPED_DIRECTORIES
         )
-        found.extend(os.path.join(directory, name) for name in sorted(files) if name.endswith(".py"))
+        found.extend(os.path.normpath(os.path.join(directory, name)) for name in sorted(files) if name.endswith(".py"))
     return found
 
 
@@ -122,10 +122,13 @@ def _place_for(module, scope, flow, factories) -> Place:
     return Place(module, scope, flow, factories)
 
 
-def scan_paths(paths: Iterable[str]) -> ScanResult:
+def scan_paths(paths: Iterable[str], skip: Optional[Callable[[str], bool]] = None) -> ScanResult:
     """Scan every Python file under ``paths`` together (key factories and the stores into
-    shared registries are matched across files)."""
+    shared registries are matched across files); ``skip(path)`` leaves files out (the
+    settings' ``exclude``)."""
     files = python_files(paths)
+    if skip is not None:
+        files = [path for path in files if not skip(path)]
     findings: list[Finding] = []
     sources: dict[str, bytes] = {}
     lines: dict[str, list[str]] = {}
@@ -168,7 +171,35 @@ def scan_paths(paths: Iterable[str]) -> ScanResult:
     kept, suppressed = _apply_suppressions(findings, sources, lines, set(trees))
     kept.sort(key=Finding.sort_key)
     class_files = {name: module.path for module in modules for name in module.classes}
-    return ScanResult(kept, len(files), suppressed, group(kept, judged), class_files)
+    bases = factory_bases(factories, trees)
+    return ScanResult(kept, len(files), suppressed, group(kept, judged, bases), class_files)
+
+
+def factory_bases(factories: dict, trees: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """For each key factory (by its last name), itself and the factories it calls, directly
+    or through others: a key from ``get_key_in_buffer`` embeds the one from
+    ``get_unique_autocast_key`` it calls."""
+    short = {qualname.rsplit(".", 1)[-1] for qualname in factories}
+    calls: dict[str, set[str]] = {}
+    for qualname, factory in factories.items():
+        name = qualname.rsplit(".", 1)[-1]
+        path, _, line = factory.where.rpartition(":")
+        tree = trees.get(path)
+        found = {name}
+        if tree is not None:
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno == int(line) and node.name == name:
+                    for inner in ast.walk(node):
+                        if isinstance(inner, ast.Call):
+                            callee = inner.func.attr if isinstance(inner.func, ast.Attribute) else getattr(inner.func, "id", None)
+                            if callee in short:
+                                found.add(callee)
+        calls.setdefault(name, set()).update(found)
+    for _ in range(3):
+        for name, found in calls.items():
+            for other in list(found):
+                found |= calls.get(other, set())
+    return calls
 
 
 def _apply_suppressions(

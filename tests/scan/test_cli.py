@@ -16,7 +16,7 @@ from harness.scan.cli import main
 from harness.scan.suppression import read_suppressions
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-_TEXT_LINE = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+): (?P<code>IDK\d{3}) .+ \((hazard|safe|error)\)$")
+_TEXT_LINE = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+): (?P<code>IDK\d{3}) .+ \((hazard, (high|low) confidence|safe|error)\)$")
 
 HAZARD_SOURCE = """\
 _REGISTRY = {}
@@ -48,11 +48,12 @@ def test_hazard_exits_1_with_a_header_why_fix_and_its_uses(tmp_path, capsys):
     match = _TEXT_LINE.match(out[0])
     assert match, out[0]
     assert (match["path"], match["line"], match["col"], match["code"]) == (str(path), "5", "5", "IDK001")
-    assert out[0].endswith("_REGISTRY (1 store) (hazard)")
+    assert out[0].endswith("_REGISTRY (1 store) (hazard, high confidence)")
     assert out[1].startswith("    why: module-level _REGISTRY lives for the whole process")
-    assert out[2].startswith("    fix: key the registry by the object itself in a weakref.WeakKeyDictionary")
-    assert out[3] == f"    store  {path}:5:5: IDK001 _REGISTRY[id(w)]"
-    assert len(out) == 4
+    assert out[2].startswith("    confidence: high: the container lives for the whole process")
+    assert out[3].startswith("    fix: key the registry by the object itself in a weakref.WeakKeyDictionary")
+    assert out[4] == f"    store  {path}:5:5: IDK001 _REGISTRY[id(w)]"
+    assert len(out) == 5
 
 
 def test_uses_of_one_registry_are_one_finding(tmp_path, capsys):
@@ -83,11 +84,13 @@ def test_expressions_are_shown_whole(tmp_path, capsys):
     assert "..." not in out
 
 
-def test_safe_findings_exit_0_and_can_be_hidden(tmp_path, capsys):
+def test_safe_findings_exit_0_are_shown_by_all_and_hidden_by_hazards_only(tmp_path, capsys):
     path = write(tmp_path, "safe.py", SAFE_SOURCE)
     assert main([str(path)]) == 0
+    assert capsys.readouterr().out == ""
+    assert main([str(path), "--all"]) == 0
     assert "(safe)" in capsys.readouterr().out
-    assert main([str(path), "--hazards-only"]) == 0
+    assert main([str(path), "--all", "--hazards-only"]) == 0
     assert capsys.readouterr().out == ""
 
 
@@ -100,12 +103,16 @@ def test_clean_file_exits_0(tmp_path, capsys):
 def test_json_format(tmp_path, capsys):
     write(tmp_path, "reg.py", HAZARD_SOURCE)
     write(tmp_path, "safe.py", SAFE_SOURCE)
-    assert main(["--format", "json", str(tmp_path)]) == 1
+    assert main(["--format", "json", "--all", str(tmp_path)]) == 1
     records = json.loads(capsys.readouterr().out)
     assert [r["code"] for r in records] == ["IDK001", "IDK002"]
     assert [r["severity"] for r in records] == ["hazard", "safe"]
+    assert [r["confidence"] for r in records] == ["high", None]
     for record in records:
-        assert set(record) == {"file", "line", "col", "code", "severity", "registry", "message", "why", "fix", "snippet", "uses"}
+        assert set(record) == {
+            "file", "line", "col", "code", "severity", "registry", "message", "why", "fix", "snippet", "uses",
+            "confidence", "confidence_reason",
+        }
     assert records[0]["snippet"] == "_REGISTRY[id(w)] = key"
     assert records[0]["message"].startswith("dict keyed by id(): _REGISTRY")
     assert "WeakKeyDictionary" in records[0]["fix"]
@@ -132,10 +139,11 @@ def test_empty_path_is_bad_input_with_one_stderr_line(tmp_path, capsys, make):
     assert "error:" in captured.err
 
 
-def test_no_paths_is_bad_input(capsys):
-    assert main([]) == 2
-    err = capsys.readouterr().err
-    assert err.splitlines() == ["python -m harness scan: error: the following arguments are required: PATH"]
+def test_no_paths_scans_the_current_directory(tmp_path, capsys, monkeypatch):
+    write(tmp_path, "reg.py", HAZARD_SOURCE)
+    monkeypatch.chdir(tmp_path)
+    assert main([]) == 1
+    assert capsys.readouterr().out.startswith("reg.py:5:5: IDK001 ")
 
 
 def test_an_unknown_option_is_one_line_and_exit_2(tmp_path, capsys):
@@ -222,6 +230,10 @@ def test_sentinel_registries_are_printed_as_plugin_options(tmp_path, capsys):
         "--sentinel-registry=pkg.state:Manager.params",
         "--sentinel-registry=pkg.state:_BY_ID",
     ]
+    assert captured.err == ""    # Holder.seen is of low confidence: not reported by default
+    assert main(["--sentinel-registries", "--all", str(package)]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
     assert "Holder.seen" in captured.err and "not watchable" in captured.err
 
 
@@ -271,3 +283,23 @@ def test_python_dash_m_harness_scan(tmp_path):
     )
     assert missing.returncode == 2
     assert len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_a_registry_with_safe_and_hazardous_uses_is_one_hazard_finding(tmp_path, capsys):
+    path = write(tmp_path, "mixed.py", """\
+        _REG = {}
+
+
+        def keep(x, v):
+            _REG[id(x)] = (x, v)
+
+
+        def forget(y, v):
+            _REG[id(y)] = v
+        """)
+    assert main(["--format", "json", str(path)]) == 1
+    records = json.loads(capsys.readouterr().out)
+    assert len(records) == 1
+    assert records[0]["severity"] == "hazard" and "(2 stores)" in records[0]["message"]
+    assert [(u["line"], u["severity"]) for u in records[0]["uses"]] == [(5, "safe"), (9, "hazard")]
+    assert "_REG[id(y)]" in records[0]["why"]

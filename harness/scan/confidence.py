@@ -1,0 +1,415 @@
+"""How sure the scan is that a hazard finding is a real one, judged from lifetimes.
+
+A registry keyed by ``id(obj)`` goes wrong only when ``obj`` can die while its entry lives
+and a later lookup can then match a new object. :func:`assess` looks for evidence of both
+halves in the source: a container that provably outlives the objects (process-wide state, a
+closure installed somewhere, an attribute of another object than the one keyed) and keyed
+objects that provably can die (objects callers pass in, attributes their owner replaces).
+Where a half cannot be seen -- only lookups are in the scanned files, the container belongs
+to a caller or to an owner that may live for one phase only, the keyed objects are functions
+a decorator registers or members of a namespace, another process-wide structure holds them --
+the finding is ``LOW``: the default output leaves it out and ``--all`` shows it.
+
+Called by :func:`harness.scan.registry.group` once per hazard registry, after every use has
+been judged (pins can be in other files). Nothing here decides safe or hazard: only how sure.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from types import SimpleNamespace
+from typing import Iterable, Optional
+
+from harness.scan.analyzer import Use
+from harness.scan.finding import Confidence
+from harness.scan.holders import immortal
+from harness.scan.lifetime import Lifetime
+from harness.scan.scopes import UNTRACKED, Binding
+from harness.scan.syntax import render, root_of
+
+# Containers that live for the whole process (or as long as an installed function).
+_PROCESS_WIDE = {Lifetime.MODULE, Lifetime.CLASS, Lifetime.GLOBAL_OBJECT, Lifetime.CLOSURE}
+
+
+@dataclasses.dataclass(frozen=True)
+class Assessment:
+    confidence: Confidence
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Pin:
+    """A store that holds its object in a process-wide container, keyed through ``factory``
+    (the key factory its key comes from): every key that factory (or one built on it) makes
+    names an object that cannot die while that container holds it."""
+
+    factory: str
+    where: str
+
+
+def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[str]]) -> Assessment:
+    """The confidence of one hazard registry from its judged uses (``items``: the
+    :class:`~harness.scan.registry.Judged` records of its uses)."""
+    items = list(items)
+    hits = [item.hit for item in items]
+    writes = [hit for hit in hits if hit.use in (Use.STORE, Use.SAVED, Use.CACHED)]
+    primary = writes[0] if writes else hits[0]
+    lifetime = primary.verdict.lifetime
+    owned = _owned_keys_elsewhere(hits)
+
+    if not writes:
+        if owned:
+            return Assessment(Confidence.HIGH, owned)
+        return Assessment(Confidence.LOW, (
+            "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
+        ))
+    if lifetime is Lifetime.PARAM:
+        return Assessment(Confidence.LOW, (
+            "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
+        ))
+    if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
+        if owned:
+            return Assessment(Confidence.HIGH, owned)
+        return Assessment(Confidence.LOW, (
+            "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
+        ))
+    if lifetime is Lifetime.INSTANCE:
+        if owned:
+            return Assessment(Confidence.HIGH, owned)
+        saved_own = [hit for hit in writes if hit.use is Use.SAVED and _all_own(hit)]
+        if saved_own:
+            return Assessment(Confidence.HIGH, (
+                "the saved ids are of objects the owner holds and replaces, so the owner outlives them"
+            ))
+        return Assessment(Confidence.LOW, (
+            "an attribute of an object keyed by objects passed to it: if that object lives for one phase "
+            "(a pickler, a builder, one compile), its entries die with it; the scan cannot tell"
+        ))
+    if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY) and not any("captured by" in hit.verdict.reason for hit in writes):
+        return Assessment(Confidence.LOW, "the container escapes its function in a way whose lifetime cannot be seen")
+
+    decorated = [hit for hit in writes if _registered_functions(hit)]
+    if decorated and len(decorated) == len(writes):
+        return Assessment(Confidence.LOW, (
+            "the keyed objects are the functions a decorator registers and returns: they live as long as the "
+            "module that defines them"
+        ))
+    passed = [_callers_pass_immortals(hit) for hit in writes]
+    if all(passed):
+        return Assessment(Confidence.LOW, passed[0])
+    members = [hit for hit in writes if _namespace_members(hit)]
+    if members and len(members) == len(writes):
+        return Assessment(Confidence.LOW, (
+            "the keyed objects are members of a module or class namespace, which live as long as it"
+        ))
+    checked = _checked_by_identity(hits)
+    if checked:
+        return Assessment(Confidence.LOW, checked)
+    held = [_held_beside(hit) for hit in writes]
+    if all(held):
+        return Assessment(Confidence.LOW, f"{held[0]}: the object cannot die while that entry exists")
+    pinned = [_pinned(hit, pins, factory_bases) for hit in writes]
+    if all(pinned):
+        return Assessment(Confidence.LOW, pinned[0])
+    if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY, Lifetime.CLOSURE):
+        return Assessment(Confidence.HIGH, (
+            "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
+        ))
+    return Assessment(Confidence.HIGH, "the container lives for the whole process and the keyed objects come from callers")
+
+
+# ---- where the keyed objects come from ---------------------------------------------------
+
+def _scope(hit):
+    return hit.module.scope_of(hit.node)
+
+
+def _own(obj: ast.expr, hit, depth: int = 0) -> bool:
+    """Whether ``obj`` is the method's own object or something it holds: ``self``,
+    ``self.a.b``, ``self.a.get(k)``, or a local bound from those (a loop over
+    ``self.sources.items()``, ``src = self.sources.get(s)``)."""
+    scope = _scope(hit)
+    owner_param = bound_param(scope)
+    if owner_param is None or depth > 4:
+        return False
+    if isinstance(obj, ast.Call) and isinstance(obj.func, ast.Attribute) and obj.func.attr == "get":
+        return isinstance(obj.func.value, ast.Attribute) and _own(obj.func.value, hit, depth + 1)
+    root, parts = root_of(obj)
+    if not isinstance(root, ast.Name):
+        return False
+    if root.id == owner_param and not _calls_in(obj):
+        return True
+    if parts:
+        return False
+    binding, owner = scope.resolve(root.id)
+    if binding in (Binding.PARAM, Binding.MODULE, Binding.CLASS_BODY) and loop_source(scope.node, root.id) is None:
+        return False
+    values = owner.values.get(root.id, []) if binding is Binding.LOCAL else []
+    if values and all(value is not UNTRACKED for value in values):
+        return all(_own(value, hit, depth + 1) for value in values)
+    loop = loop_source(scope.node, root.id)
+    return loop is not None and _iterates_own(loop, hit, depth)
+
+
+def _iterates_own(iterable: ast.expr, hit, depth: int) -> bool:
+    """A loop over something the method's own object holds (``self.sources.items()``,
+    ``quantizers`` bound to ``self.quantizers.get(k)``)."""
+    for node in ast.walk(iterable):
+        if isinstance(node, (ast.Attribute, ast.Name)) and _own(node, hit, depth + 1):
+            return True
+    return False
+
+
+def _calls_in(expr: ast.expr) -> bool:
+    return any(isinstance(node, ast.Call) for node in ast.walk(expr))
+
+
+def bound_param(scope) -> Optional[str]:
+    """``self`` of the method the code is in; also a first parameter spelled ``self`` of a
+    function written to be patched onto a class (a ``@staticmethod`` taking ``self``)."""
+    while scope is not None:
+        if scope.bound_param:
+            return scope.bound_param
+        if scope.params and scope.params[0] == "self":
+            return "self"
+        scope = scope.parent
+    return None
+
+
+def loop_source(function: ast.AST, name: str, near: Optional[ast.AST] = None) -> Optional[ast.expr]:
+    """What the loop or comprehension binding ``name`` in ``function`` iterates over: the
+    comprehension around ``near`` when there is one, else the first loop found."""
+    if near is not None:
+        for node in ast.walk(function):
+            if isinstance(node, (ast.SetComp, ast.ListComp, ast.GeneratorExp, ast.DictComp)):
+                for generator in node.generators:
+                    if _binds(generator.target, name) and any(inner is near for inner in ast.walk(node)):
+                        return generator.iter
+    for node in ast.walk(function):
+        if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and _binds(node.target, name):
+            return node.iter
+    return None
+
+
+def _binds(target: ast.expr, name: str) -> bool:
+    return any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target))
+
+
+def _all_own(hit) -> bool:
+    return hit.key is not None and bool(hit.key.objects) and all(_own(obj, hit) for obj in hit.key.objects)
+
+
+def _owned_keys_elsewhere(hits: list) -> Optional[str]:
+    """The keys are ids of the method's own objects and the container belongs to another
+    object (``lm = current_mode(); lm.cache[id(self)]``, ``self.env.cache[(id(src), s)]`` with
+    ``src`` from ``self.sources``): when the owner (or what it holds) is replaced, the other
+    object keeps the entry."""
+    for hit in hits:
+        if hit.container is None or not _all_own(hit):
+            return None
+        root, parts = root_of(hit.container)
+        if not isinstance(root, ast.Name):
+            return None
+        scope = _scope(hit)
+        binding, _ = scope.resolve(root.id)
+        if root.id == bound_param(scope):
+            attributes = parts[: parts.index("[]")] if "[]" in parts else parts
+            if len(attributes) < 2:
+                return None      # self.cache: the owner's own container dies with it
+        elif binding is Binding.PARAM:
+            return None          # a container the caller brings for the call
+    shown = ", ".join(dict.fromkeys(render(obj) for hit in hits for obj in hit.key.objects))
+    return (
+        f"the keys are ids of {shown}, which the code's own object holds, while the container belongs to another "
+        "object that outlives it"
+    )
+
+
+def _registered_functions(hit) -> bool:
+    """``def register(fn): reg.add(id(fn)); return fn`` (or a wrapper around it): the keyed
+    objects are the decorated functions."""
+    if hit.key is None or not hit.key.objects:
+        return False
+    scope = _scope(hit)
+    for obj in hit.key.objects:
+        if not isinstance(obj, ast.Name):
+            return False
+        binding, owner = scope.resolve(obj.id)
+        if binding not in (Binding.PARAM, Binding.CLOSURE) or obj.id not in owner.params:
+            return False
+        if not _returns_or_wraps(owner.node, obj.id):
+            return False
+    return True
+
+
+def _returns_or_wraps(function: ast.AST, name: str) -> bool:
+    """The function hands back the very object it was given (``return fn``), as a
+    registering decorator does."""
+    return any(
+        isinstance(n, ast.Return) and isinstance(n.value, ast.Name) and n.value.id == name for n in ast.walk(function)
+    )
+
+
+def _callers_pass_immortals(hit) -> Optional[str]:
+    """Every call of the function (in its module) passes, for each keyed parameter, a
+    module-level function or class or an import: objects that live for the whole process."""
+    if hit.key is None or not hit.key.objects:
+        return None
+    scope = _scope(hit)
+    node = scope.node
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    qualified = f"{scope.class_name}.{node.name}" if scope.class_name else node.name
+    sites = hit.module.call_sites.get(qualified, [])
+    params = [p for p in scope.params if p != scope.bound_param]
+    if not sites:
+        return None
+    for obj in hit.key.objects:
+        if not isinstance(obj, ast.Name) or obj.id not in params:
+            return None
+        index = params.index(obj.id)
+        for call, caller_scope in sites:
+            argument = next((k.value for k in call.keywords if k.arg == obj.id), None)
+            if argument is None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
+                argument = call.args[index]
+            if argument is None or immortal(argument, SimpleNamespace(module=hit.module, scope=caller_scope)) is None:
+                return None
+    lines = ", ".join(str(call.lineno) for call, _ in sites[:3])
+    return (
+        f"every call of {node.name}() passes a module-level function, class or import for the keyed "
+        f"parameter (line {lines}), and those live for the whole process"
+    )
+
+
+def _namespace_members(hit) -> bool:
+    """Keyed objects bound by a loop over a namespace: ``vars(m).items()``,
+    ``m.__dict__.items()``, ``inspect.getmembers(m)``."""
+    if hit.key is None or not hit.key.objects:
+        return False
+    for obj in hit.key.objects:
+        if not isinstance(obj, ast.Name):
+            return False
+        source = loop_source(_function_of(hit), obj.id)
+        if source is None or not _is_namespace(source):
+            return False
+    return True
+
+
+def _function_of(hit) -> ast.AST:
+    scope = _scope(hit)
+    return scope.node
+
+
+def _is_namespace(iterable: ast.expr) -> bool:
+    for node in ast.walk(iterable):
+        if isinstance(node, ast.Attribute) and node.attr == "__dict__":
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, (ast.Name, ast.Attribute)):
+            name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr
+            if name in ("vars", "getmembers", "dir"):
+                return True
+    return False
+
+
+def _checked_by_identity(hits: list) -> Optional[str]:
+    """``entry = reg[id(obj)]; if entry.obj is not obj: ...``: every function that uses the
+    registry compares what it found with the object itself, so a stale entry is told apart."""
+    lines = []
+    for hit in hits:
+        if hit.key is None or not hit.key.objects:
+            return None
+        shown = {render(obj) for obj in hit.key.objects}
+        found = None
+        for node in ast.walk(_function_of(hit)):
+            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                sides = [node.left, *node.comparators]
+                if any(render(side) in shown for side in sides) and not any(
+                    isinstance(side, ast.Constant) for side in sides
+                ):
+                    found = node.lineno
+        if found is None:
+            return None
+        lines.append(found)
+    return (
+        f"the code compares the entry it finds with the object itself ('is', line {lines[0]}), "
+        "so an entry left by a dead object is told apart"
+    )
+
+
+def _held_beside(hit) -> Optional[str]:
+    """Another store in the same function puts the keyed object itself (as key or value) in
+    a module-level container: ``handlers[fn] = wrapped`` beside ``ids.add(id(fn))``."""
+    if hit.key is None or not hit.key.objects:
+        return None
+    function = _function_of(hit)
+    scope = _scope(hit)
+    for obj in hit.key.objects:
+        found = None
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Assign) or _inside(hit.node, node):
+                continue
+            for target in node.targets:
+                if not isinstance(target, ast.Subscript):
+                    continue
+                root, _ = root_of(target.value)
+                if not isinstance(root, ast.Name) or scope.resolve(root.id)[0] is not Binding.MODULE:
+                    continue
+                if _mentions(target.slice, obj) or _mentions(node.value, obj):
+                    found = f"{render(obj)} is also held by {render(target.value)} (line {node.lineno}), a module-level container"
+        if found is None:
+            return None
+    return found
+
+
+def _inside(node: ast.AST, statement: ast.AST) -> bool:
+    return any(inner is node for inner in ast.walk(statement))
+
+
+def _mentions(expr: ast.expr, obj: ast.expr) -> bool:
+    """``expr`` is the object itself, or a tuple or list that has it as an element."""
+    shown = render(obj)
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(render(element) == shown for element in expr.elts)
+    return render(expr) == shown
+
+
+def _pinned(hit, pins: dict[str, Pin], factory_bases: dict[str, set[str]]) -> Optional[str]:
+    factory = factory_of(hit)
+    if factory is None:
+        return None
+    for base in factory_bases.get(factory, {factory}):
+        pin = pins.get(base)
+        if pin is not None:
+            return (
+                f"the keys come from {factory}(), built on {base}(); {pin.where} keeps each such object in a "
+                "process-wide entry, so its address cannot be reused while these entries exist"
+            )
+    return None
+
+
+def factory_of(hit) -> Optional[str]:
+    """The last name of the key factory a hit's key was made by (``get_key`` for
+    ``cls.get_key(a, b)``), or None when the key is not a factory call."""
+    if hit.key is None:
+        return None
+    text = hit.key.text
+    head = text.split("(", 1)[0]
+    if "(" not in text or not head.replace(".", "").replace("_", "").isalnum() or head in ("id", "hash", "str", "hex", "format"):
+        return None
+    return head.rsplit(".", 1)[-1]
+
+
+def find_pins(judged: Iterable) -> dict[str, Pin]:
+    """Safe stores into process-wide containers whose entries hold the keyed object, by the
+    key factory their keys come from."""
+    pins: dict[str, Pin] = {}
+    for item in judged:
+        hit = item.hit
+        if hit.use is not Use.STORE or hit.kept_alive is None or hit.verdict.lifetime not in _PROCESS_WIDE:
+            continue
+        factory = factory_of(hit)
+        if factory is not None:
+            line = getattr(hit.node, "lineno", 1)
+            pins.setdefault(factory, Pin(factory, f"{render(hit.container)} ({hit.module.path}:{line})"))
+    return pins

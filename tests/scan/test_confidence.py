@@ -1,0 +1,59 @@
+"""How sure the scan is of each hazard (harness/scan/confidence.py), on a fixture where every
+rule that lowers the confidence has a contrast it must leave high: a rule that fired
+everywhere, or nowhere, fails here.
+
+Reproduce: python -m harness scan --all --hazards-only tests/scan/fixtures/confidence.py
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+from harness.scan.finding import Confidence
+from harness.scan.finding import Severity
+from harness.scan.scanner import scan_paths
+
+FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "confidence.py"
+REPRODUCE = f"python -m harness scan --all --hazards-only {FIXTURE}"
+
+# registry -> (confidence, a word its reason must contain); pairs differ in one respect.
+EXPECTED = {
+    "_BY_WEIGHT": (Confidence.HIGH, "whole process"),
+    "_LOOKED_UP": (Confidence.LOW, "only lookups"),
+    "table in fill()": (Confidence.LOW, "caller's"),
+    "Pickler.memo": (Confidence.LOW, "one phase"),
+    "Layer.key": (Confidence.HIGH, "replaces"),
+    "Mode.cache": (Confidence.HIGH, "another object"),
+    "_REGISTERED": (Confidence.LOW, "decorator"),
+    "_SEEN_ARGS": (Confidence.HIGH, "whole process"),
+    "_MATH_IDS": (Confidence.LOW, "namespace"),
+    "_ITEM_IDS": (Confidence.HIGH, "whole process"),
+    "_HANDLER_IDS": (Confidence.LOW, "also held by _HANDLERS"),
+    "_PLAIN_IDS": (Confidence.HIGH, "whole process"),
+    "_CHECKED": (Confidence.LOW, "'is'"),
+    "_UNCHECKED": (Confidence.HIGH, "whole process"),
+    "_BOUND": (Confidence.LOW, "every call of bind()"),
+    "_BOUND_ANY": (Confidence.HIGH, "whole process"),
+    "_BUFFERS": (Confidence.LOW, "built on group_key()"),
+    "_SIDE_BUFFERS": (Confidence.HIGH, "whole process"),
+}
+
+
+@pytest.fixture(scope="module")
+def hazards():
+    result = scan_paths([str(FIXTURE)])
+    return {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+
+
+def test_every_hazard_of_the_fixture_is_expected(hazards):
+    assert sorted(hazards) == sorted(EXPECTED), REPRODUCE
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_confidence_and_its_reason(hazards, name):
+    confidence, word = EXPECTED[name]
+    finding = hazards[name]
+    assert finding.confidence is confidence, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
+    assert word in finding.confidence_reason, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
