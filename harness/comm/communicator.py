@@ -428,13 +428,16 @@ class Communicator:
         if counter >= ws * ws or self.integrity is IntegrityMode.OFF:
             return
         slot = counter % ws
-        problem = self._landing(dst, slot)
+        problem, _ = self._landing(dst, slot)
         if problem is not None:
             self._early_signals.append((dst, slot, value, problem))
 
-    def _landing(self, dst: int, slot: int) -> str | None:
+    def _landing(self, dst: int, slot: int) -> tuple[str | None, bool]:
+        """What keeps ``dst``'s ``slot`` from holding this operation's chunk (None: nothing),
+        and whether its header already names this operation."""
         header = ChunkHeader.unpack_from(self.data[dst].buffer(), self.header_offset(slot))
-        return landing_problem(header, self._seq, lambda n: self.slot(dst, slot, n))
+        current = header is not None and header.seq == self._seq
+        return landing_problem(header, self._seq, lambda n: self.slot(dst, slot, n)), current
 
     def raise_early_signal(self, failed: BaseException | None = None) -> None:
         """At an operation's end: raise :class:`BufferIntegrityError` if one of its counters
@@ -445,8 +448,8 @@ class Communicator:
         early chunk, say), told after this rank's own finding."""
         noted, self._early_signals = self._early_signals, []
         for dst, slot, value, problem in noted:
-            now = self._landing(dst, slot)
-            if now is not None and "checksum" in now:
+            now, current = self._landing(dst, slot)
+            if now is not None and current:
                 continue
             text = (f"userbuffers {self.name!r} {self._op or 'operation'}: rank {self.rank} raised counter "
                     f"data[{self.rank}][{slot}] in rank {dst}'s flags to {value} (its write #{value} of chunk "
@@ -535,8 +538,9 @@ class Communicator:
                    f"counter data[{arrival.src}][{slot}] was {arrival.seen}, expected {arrival.expected} ({why}); "
                    f"at the read, {as_read}; operation #{seq}'s chunk landed after the read (counter now {now}), "
                    f"so the ranks' operation sequences agree")
-        return BufferIntegrityError(f"userbuffers {self.name!r} {error.op}: {problem}", communicator=self.name, op=error.op, chunk=chunk,
-                                    producer=arrival.src, consumer=self.rank, problem=READ_BEFORE_LANDED)
+        return BufferIntegrityError(f"userbuffers {self.name!r} {error.op}: {problem}", communicator=self.name,
+                                    op=error.op, chunk=chunk, producer=arrival.src, consumer=self.rank,
+                                    problem=READ_BEFORE_LANDED)
 
     def wait_landed(self, slot: int, seq: int, producer: int, chunk: int, bound_s: float) -> bool:
         """Watch this rank's ``slot`` until it holds operation ``seq``'s chunk (header and
