@@ -34,7 +34,7 @@ class EarlyUbCounterStack(EmulatedStack):
         self.name = "planted-early-ub-counter"
 
     def forward_backward(self, model, inputs, grad_output):
-        if getattr(model, "group", None) is not None and model.layers[0].overlap:
+        if getattr(model, "group", None) is not None and getattr(model.layers[0], "overlap", False):
             for comm in userbuffers.communicators(model.group, model.layers[0].deadline_s).values():
                 if "put" not in vars(comm):
                     comm.put = _signal_first(comm)

@@ -35,7 +35,7 @@ class UbWaitsOneShortStack(EmulatedStack):
         self.name = "planted-ub-waits-one-short"
 
     def forward_backward(self, model, inputs, grad_output):
-        if getattr(model, "group", None) is not None and model.layers[0].overlap:
+        if getattr(model, "group", None) is not None and getattr(model.layers[0], "overlap", False):
             for comm in userbuffers.communicators(model.group, model.layers[0].deadline_s).values():
                 if "wait_data" not in vars(comm):
                     comm.wait_data = _one_short(comm)
