@@ -15,10 +15,10 @@ Who calls it: ``Communicator.put`` and ``overlap._put_tensor`` call :meth:`Count
 after the payload's copy (and the link's hold), right before the counter store. The emulated
 stacks' communicators stagger by :data:`DEFAULT_HOLD_S` (``harness/stacks/emulated/userbuffers.py``),
 so the default run's Userbuffers family always has the gap; ``CounterStagger()`` (no hold) is
-the library default everywhere else (benches, unit tests). Each rank holds at most once per
-operation per peer, and only in one operation of every ``world_size``: a Userbuffers case of the
-default run has 12 operations per communicator pair, so the hold costs about
-``12 * hold_s`` of wall time per case.
+the library default everywhere else (benches, unit tests). A rank holds once per peer it writes
+to, and only in one operation of every ``world_size``; a Userbuffers case of the default run has
+12 operations (2 models, 3 steps, a forward and a backward operation each). What it cost, measured:
+docs/design.md, "Early counters and early reads".
 """
 
 from __future__ import annotations
