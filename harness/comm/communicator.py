@@ -41,6 +41,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import enum
+import functools
 import json
 import threading
 import time
@@ -51,12 +52,20 @@ import torch
 
 from harness.comm.decode import DecodeCache
 from harness.comm.flags import FlagRegion, check_memory_model, flag_region_bytes, wait_counter
-from harness.comm.integrity import HEADER_BYTES, BufferIntegrityError, ChunkHeader, IntegrityMode, clear_header
+from harness.comm.integrity import (HEADER_BYTES, BufferIntegrityError, ChunkHeader, IntegrityMode, clear_header,
+                                    landing_problem)
 from harness.comm.link import LinkModel
+from harness.comm.stagger import CounterStagger
 from harness.comm.segments import PAGE, Segment, segment_name
 from harness.errors import DeadlineExceeded, HarnessError, UsageError
 
 SLOT_ALIGN = 64
+READ_BEFORE_LANDED = "read before the producer's write landed"
+# How long a consumer whose read failed verification watches the slot for the write it
+# expected: a write that lands within it was late, not missing (a diagnosis, not a wait the
+# protocol relies on; a slot that never gets the write keeps the verification's own finding).
+_LANDING_GRACE_S = 2.0
+_LANDING_POLL_S = (20e-6, 1e-3)
 
 
 class OverlapMethod(enum.Enum):
@@ -101,9 +110,22 @@ class _Config:
     method: str
     integrity: str
     link: dict
+    stagger: dict
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """What a consumer's read of ``slot`` (written by rank ``src``, carrying ``chunk``) saw:
+    the counter at the read and the count the read expected."""
+
+    src: int
+    slot: int
+    chunk: int
+    seen: int
+    expected: int
 
 
 class Communicator:
@@ -117,6 +139,13 @@ class Communicator:
     ``integrity`` is ``cheap`` (default), ``full`` or ``off`` (:mod:`harness.comm.integrity`).
     ``link`` models the time a transfer into a peer's buffer is in flight
     (:mod:`harness.comm.link`; default: unmodelled, a transfer takes as long as its copy).
+    ``stagger`` holds one rank's counters back per operation (:mod:`harness.comm.stagger`;
+    default: none).
+
+    Every data counter this rank raises in a peer's flag region is checked first: the chunk
+    it announces must already be in the peer's slot (:meth:`_check_landed`); a counter raised
+    before its payload fails the operation when it ends. Every read is checked after: the
+    counter must have reached the write being read (:meth:`check_arrived`).
     """
 
     def __init__(
@@ -133,6 +162,7 @@ class Communicator:
         integrity: IntegrityMode | str = IntegrityMode.CHEAP,
         setup_timeout_s: float | None = None,
         link: LinkModel | None = None,
+        stagger: CounterStagger | None = None,
     ):
         check_memory_model()
         segment_name(prefix, name, 0, "data")          # validates prefix and name up front
@@ -161,11 +191,17 @@ class Communicator:
         self.link = link if link is not None else LinkModel()
         if not isinstance(self.link, LinkModel):
             raise UsageError(f"communicator {name!r}: link must be a LinkModel, got {link!r}")
+        self.stagger = stagger if stagger is not None else CounterStagger()
+        if not isinstance(self.stagger, CounterStagger):
+            raise UsageError(f"communicator {name!r}: stagger must be a CounterStagger, got {stagger!r}")
         self.slot_capacity = (nbytes // world_size) // SLOT_ALIGN * SLOT_ALIGN
         self.header_area = max(PAGE, -(-world_size * HEADER_BYTES // PAGE) * PAGE)
         self.ncounters = world_size * world_size + world_size
-        self._config = _Config(nbytes, world_size, self.method.value, self.integrity.value, self.link.to_json())
+        self._config = _Config(nbytes, world_size, self.method.value, self.integrity.value, self.link.to_json(),
+                               self.stagger.to_json())
         self._seq = 0
+        self._op = ""                             # the operation under way, for messages
+        self._early_signals: list = []            # counters this operation raised before their payload
         self._sent: dict[tuple[int, int], int] = {}
         self._recv: dict[tuple[int, int], int] = {}
         self._read: dict[tuple[int, int], int] = {}
@@ -225,6 +261,7 @@ class Communicator:
             self.flags[p] = FlagRegion(Segment.attach(self._seg(p, "flags"), sizes["flags"]), self.ncounters)
             if "shadow" in sizes:
                 self.shadow[p] = Segment.attach(self._seg(p, "shadow"), sizes["shadow"])
+            self.flags[p].guard = functools.partial(self._check_landed, p)
         store.set(self._key("attached", r), "1")
         self._store_wait(store, [self._key("attached", p) for p in peers], peers, "map every peer's segments",
                          timeout_s)
@@ -321,6 +358,8 @@ class Communicator:
             raise HarnessError(f"userbuffers {self.name!r} {op}: the communicator is unusable after an earlier "
                                f"failure ({self._poisoned}); counters are out of step, create a new one")
         self._released_for = set()
+        self._op = op
+        self._early_signals = []
         return self._seq
 
     def end_op(self) -> None:
@@ -365,8 +404,63 @@ class Communicator:
         h = self.header_offset(slot)
         dst_buf.view(h, HEADER_BYTES).copy_(src_buf.view(h, HEADER_BYTES))
         self.slot(dst, slot, nbytes).copy_(self.slot(self.rank, slot, nbytes))
-        self.link.hold(started, HEADER_BYTES + nbytes, cancel)
+        self.land(started, HEADER_BYTES + nbytes, cancel)
         self.signal(dst, slot)
+
+    def land(self, started: float, nbytes: int, cancel: threading.Event | None = None) -> None:
+        """Between a payload's copy and its counter: the link's transfer time, then the
+        stagger's hold (this rank's turn in this operation)."""
+        self.link.hold(started, nbytes, cancel)
+        self.stagger.hold(self._seq, self.rank, self.world_size, cancel)
+
+    def _chunk_of(self, dst: int, slot: int) -> int:
+        """The chunk a write into ``dst``'s ``slot`` carries: a reduce-scatter sends the
+        destination's own chunk into the sender's slot; gathers keep chunk ``c`` in slot ``c``."""
+        return dst if "reduce-scatter" in self._op else slot
+
+    def _check_landed(self, dst: int, counter: int, value: int) -> None:
+        """The guard of peer ``dst``'s flag region, called before this rank stores ``value``
+        into ``counter`` there: a data counter must announce a chunk that has landed in
+        ``dst``'s slot (header of this operation, bytes with its checksum). A counter raised
+        first is noted, and :meth:`raise_early_signal` decides at the operation's end (the
+        payload still lands meanwhile, so a peer that read early can see it arrive)."""
+        ws = self.world_size
+        if counter >= ws * ws or self.integrity is IntegrityMode.OFF:
+            return
+        slot = counter % ws
+        problem, _ = self._landing(dst, slot)
+        if problem is not None:
+            self._early_signals.append((dst, slot, value, problem))
+
+    def _landing(self, dst: int, slot: int) -> tuple[str | None, bool]:
+        """What keeps ``dst``'s ``slot`` from holding this operation's chunk (None: nothing),
+        and whether its header already names this operation."""
+        header = ChunkHeader.unpack_from(self.data[dst].buffer(), self.header_offset(slot))
+        current = header is not None and header.seq == self._seq
+        return landing_problem(header, self._seq, lambda n: self.slot(dst, slot, n)), current
+
+    def raise_early_signal(self, failed: BaseException | None = None) -> None:
+        """At an operation's end: raise :class:`BufferIntegrityError` if one of its counters
+        was raised before its payload (:meth:`_check_landed`) that then landed, or never did.
+        A slot whose header is this operation's but whose bytes still miss its checksum was
+        written and then changed: that is the consumer's verification to report, not an early
+        counter. ``failed``: the error the operation failed with meanwhile (a read of a peer's
+        early chunk, say), told after this rank's own finding."""
+        noted, self._early_signals = self._early_signals, []
+        for dst, slot, value, problem in noted:
+            now, current = self._landing(dst, slot)
+            if now is not None and current:
+                continue
+            text = (f"userbuffers {self.name!r} {self._op or 'operation'}: rank {self.rank} raised counter "
+                    f"data[{self.rank}][{slot}] in rank {dst}'s flags to {value} (its write #{value} of chunk "
+                    f"{self._chunk_of(dst, slot)}, operation #{self._seq}) before the payload landed there: "
+                    f"{problem}; " + ("the producer signalled before its write, so rank "
+                                      f"{dst} could read the chunk before it landed" if now is None else
+                                      f"by the operation's end it still had not landed ({now})"))
+            if failed is not None:
+                text += f"; then this rank's operation failed: {type(failed).__name__}: {failed}"
+            raise BufferIntegrityError(text, communicator=self.name, op=self._op, producer=self.rank,
+                                       consumer=-1, problem="counter raised before its payload landed")
 
     def signal(self, dst: int, slot: int) -> None:
         """Bump ``data[rank][slot]`` in ``dst``'s flag region: call after the data is written."""
@@ -391,19 +485,29 @@ class Communicator:
                                f"{src} wrote this slot more often than rank {self.rank} consumed it")
         self._recv[key] = expected
 
-    def check_arrived(self, src: int, slot: int, op: str, chunk: int) -> None:
+    def check_arrived(self, src: int, slot: int, op: str, chunk: int) -> "Arrival":
         """Before a consumer reads ``slot`` (written by rank ``src``): the read must follow a
-        :meth:`wait_data` that saw the write it is about to read, else raise
-        :class:`BufferIntegrityError` saying the chunk was read before its counter reached the
-        expected value. Reads and waits are counted apart, so a skipped wait is seen whether or
-        not the data happened to be there already. (In every integrity mode: it costs two dict
-        look-ups.)"""
+        :meth:`wait_data` that saw the write it is about to read, and the counter must have
+        reached that write now, else raise :class:`BufferIntegrityError` saying the chunk was
+        read before its counter reached the expected value. Reads and waits are counted apart,
+        so a skipped wait is seen whether or not the data happened to be there already, and a
+        wait that ended short (one count too few) is seen by the counter itself. (In every
+        integrity mode: two dict look-ups and one load.) Returns what the read saw, for
+        :meth:`explain_early_read`."""
         key = (src, slot)
         expected = self._read.get(key, 0) + 1
         self._read[key] = expected
-        if self._recv.get(key, 0) >= expected:
-            return
         seen = self.flags[self.rank].load(self._data_counter(src, slot))
+        arrival = Arrival(src, slot, chunk, seen, expected)
+        if self._recv.get(key, 0) >= expected and seen >= expected:
+            return arrival
+        if self._recv.get(key, 0) >= expected:
+            problem = (f"{READ_BEFORE_LANDED}: rank {self.rank} read chunk {chunk} from rank {src} while counter "
+                       f"data[{src}][{slot}] was {seen}, expected {expected} (the wait before the read ended "
+                       f"{expected - seen} count(s) short)")
+            raise BufferIntegrityError(f"userbuffers {self.name!r} {op}: {problem}",
+                                       communicator=self.name, op=op, chunk=chunk, producer=src,
+                                       consumer=self.rank, problem=READ_BEFORE_LANDED)
         state = ("it had not arrived" if seen < expected else
                  "the counter has reached it since, but nothing waited for it")
         problem = (f"read chunk {chunk} from rank {src} before its counter reached the expected value "
@@ -412,6 +516,46 @@ class Communicator:
         raise BufferIntegrityError(f"userbuffers {self.name!r} {op}: rank {self.rank} {problem}",
                                    communicator=self.name, op=op, chunk=chunk, producer=src,
                                    consumer=self.rank, problem=problem)
+
+    def explain_early_read(self, error: BufferIntegrityError, arrival: "Arrival", *, producer: int, seq: int,
+                           header: ChunkHeader | None, data: torch.Tensor) -> BufferIntegrityError:
+        """A consumer's read of ``arrival``'s slot failed verification with ``error``; ``header``
+        and ``data`` are what it read. If what it read was not operation ``seq``'s chunk (no header,
+        another operation's, or bytes off the header's checksum) and that chunk lands in the slot
+        within a short grace, the read came before the producer's write landed: return an error
+        that says so, with the counts. Otherwise return ``error`` as it is."""
+        slot, chunk = arrival.slot, arrival.chunk
+        as_read = landing_problem(header, seq, lambda n: data.reshape(-1)[:n], producer, chunk)
+        if as_read is None:
+            return error                      # the read saw the whole chunk: a scale or format finding
+        landed = self.wait_landed(slot, seq, producer, chunk, min(self.deadline_s, _LANDING_GRACE_S))
+        if not landed:
+            return error
+        now = self.flags[self.rank].load(self._data_counter(arrival.src, slot))
+        why = ("the counter was raised before its payload" if arrival.seen >= arrival.expected else
+               f"the wait before the read ended {arrival.expected - arrival.seen} count(s) short")
+        problem = (f"{READ_BEFORE_LANDED}: rank {self.rank} read chunk {chunk} from rank {arrival.src} while "
+                   f"counter data[{arrival.src}][{slot}] was {arrival.seen}, expected {arrival.expected} ({why}); "
+                   f"at the read, {as_read}; operation #{seq}'s chunk landed after the read (counter now {now}), "
+                   f"so the ranks' operation sequences agree")
+        return BufferIntegrityError(f"userbuffers {self.name!r} {error.op}: {problem}", communicator=self.name,
+                                    op=error.op, chunk=chunk, producer=arrival.src, consumer=self.rank,
+                                    problem=READ_BEFORE_LANDED)
+
+    def wait_landed(self, slot: int, seq: int, producer: int, chunk: int, bound_s: float) -> bool:
+        """Watch this rank's ``slot`` until it holds operation ``seq``'s chunk (header and
+        checksum: :func:`landing_problem`) or ``bound_s`` passes; whether it did."""
+        end = time.monotonic() + bound_s
+        pause = _LANDING_POLL_S[0]
+        while True:
+            header = self.read_header(slot)
+            if landing_problem(header, seq, lambda n: self.slot(self.rank, slot, n), producer, chunk) is None:
+                return True
+            now = time.monotonic()
+            if now >= end:
+                return False
+            time.sleep(min(pause, end - now))
+            pause = min(pause * 2, _LANDING_POLL_S[1])
 
     def _where(self) -> str:
         return f"operation #{self._seq}, flags {self.flags[self.rank].segment.path}"
@@ -456,6 +600,7 @@ def initialize_ub(
     methods: dict[str, OverlapMethod | str] | None = None,
     integrity: IntegrityMode | str = IntegrityMode.CHEAP,
     link: LinkModel | None = None,
+    stagger: CounterStagger | None = None,
 ) -> dict[str, Communicator]:
     """Create the named communicators (TE's ``qkv``, ``proj``, ``fc1``, ``fc2`` by default).
 
@@ -468,7 +613,7 @@ def initialize_ub(
         for name, method in methods.items():
             size = nbytes[name] if isinstance(nbytes, dict) else nbytes
             created[name] = Communicator(name, rank, world_size, size, store, prefix, deadline_s,
-                                         method=method, integrity=integrity, link=link)
+                                         method=method, integrity=integrity, link=link, stagger=stagger)
     except BaseException:
         for comm in created.values():
             comm.close()

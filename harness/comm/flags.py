@@ -76,6 +76,10 @@ class FlagRegion:
         self.segment = segment
         self.ncounters = ncounters
         self._words: memoryview | None = segment.buffer().cast("q")
+        # Called as guard(counter, value) before every store through this mapping: a
+        # communicator installs one on its peers' regions to check that the payload a data
+        # counter announces has landed (``Communicator._check_landed``).
+        self.guard: Callable[[int, int], None] | None = None
 
     def _index(self, counter: int) -> int:
         if not 0 <= counter < self.ncounters:
@@ -89,8 +93,11 @@ class FlagRegion:
 
     def store(self, counter: int, value: int) -> None:
         """Set the counter (one aligned 8-byte store). Only the counter's single writer calls
-        this, after the data it announces is written."""
-        self._words[self._index(counter)] = value
+        this, after the data it announces is written; a guard sees the store first."""
+        index = self._index(counter)
+        if self.guard is not None:
+            self.guard(counter, value)
+        self._words[index] = value
 
     def close(self) -> None:
         if self._words is not None:

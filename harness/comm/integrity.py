@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import struct
+from typing import Callable
 
 import torch
 
@@ -250,6 +251,33 @@ def verify_chunk(
         fields.update(producer_scale_inv=s_prod, consumer_scale_inv=s_cons,
                       producer_scale_inv_bits=b_prod, consumer_scale_inv_bits=b_cons, ratio=ratio)
     raise BufferIntegrityError(message, **fields)
+
+
+def landing_problem(header: ChunkHeader | None, seq: int, data_of: Callable[[int], torch.Tensor],
+                    producer: int | None = None, chunk: int | None = None) -> str | None:
+    """What keeps a slot from holding operation ``seq``'s chunk, or None once it does.
+
+    ``header`` is the slot's header as it is now; ``data_of(n)`` the slot's first ``n`` bytes.
+    The chunk has landed when the header names operation ``seq`` (and ``producer`` and
+    ``chunk``, where given) and the bytes have the checksum it records. Called by a producer
+    when it raises the counter that announces the chunk (the payload must be there already)
+    and by a consumer whose read failed verification (did the write land after the read?).
+    """
+    if header is None:
+        return "no chunk header in the slot yet"
+    if header.seq != seq or (producer is not None and header.producer != producer) \
+            or (chunk is not None and header.chunk != chunk):
+        return (f"the slot's header names producer {header.producer}, chunk {header.chunk}, operation "
+                f"#{header.seq}, not operation #{seq}'s chunk")
+    try:
+        data = data_of(header.nbytes)
+    except Exception as exc:          # a header whose size does not fit the slot
+        return f"the slot's header gives {header.nbytes} bytes, which the slot cannot hold ({exc})"
+    seen = checksum(data)
+    if seen != header.checksum:
+        return (f"the slot's {header.nbytes} bytes have checksum 0x{seen:016x}, the header records "
+                f"0x{header.checksum:016x}")
+    return None
 
 
 def make_header(*, producer: int, chunk: int, seq: int, data: torch.Tensor,

@@ -33,8 +33,8 @@ import time
 
 import torch
 
-from harness.comm.communicator import Communicator, OverlapMethod
-from harness.comm.integrity import HEADER_BYTES, ChunkHeader, IntegrityMode, make_header, verify_chunk
+from harness.comm.communicator import Arrival, Communicator, OverlapMethod
+from harness.comm.integrity import HEADER_BYTES, BufferIntegrityError, ChunkHeader, IntegrityMode, make_header, verify_chunk
 from harness.comm.flags import WaitCancelled
 from harness.errors import DeadlineExceeded, HarnessError, UsageError
 from harness.fp8.cast import cast_to_fp8
@@ -96,10 +96,22 @@ def _as_bytes(t: torch.Tensor) -> torch.Tensor:
     return t.detach().contiguous().reshape(-1).view(torch.uint8)
 
 
-def _verify(comm: Communicator, **fields) -> None:
-    """The integrity oracle on one chunk, unless the communicator runs with integrity off."""
-    if comm.integrity is not IntegrityMode.OFF:
+def _verify(comm: Communicator, arrival: Arrival | None = None, **fields) -> None:
+    """The integrity oracle on one chunk, unless the communicator runs with integrity off.
+
+    ``arrival``: what the read saw (``Communicator.check_arrived``); a chunk that fails because
+    the producer's write landed only after the read is reported as such
+    (``Communicator.explain_early_read``), not as a missing or foreign header."""
+    if comm.integrity is IntegrityMode.OFF:
+        return
+    try:
         verify_chunk(communicator=comm.name, **fields)
+    except BufferIntegrityError as exc:
+        if arrival is None:
+            raise
+        raise comm.explain_early_read(exc, arrival, producer=fields["producer"], seq=fields["seq"],
+                                      header=fields["header"], data=fields["data"]) from None
+
 
 
 def _header(comm: Communicator, **fields) -> ChunkHeader | None:
@@ -112,8 +124,11 @@ def _operation(comm: Communicator, op: str):
     seq = comm.begin_op(op)
     try:
         yield seq
+        comm.raise_early_signal()     # a counter this operation raised before its payload landed
     except BaseException as exc:
         comm.poison(f"{op} operation #{seq} failed: {type(exc).__name__}: {exc}")
+        if isinstance(exc, Exception):
+            comm.raise_early_signal(exc)     # this rank's own early counter comes first
         raise
     comm.end_op()
 
@@ -292,10 +307,11 @@ class _Ring:
         if chunk == self.rank and self.own_bytes is not None:
             data = self.own_bytes
         else:
+            arrival = None
             if chunk != self.rank:            # (a staged own chunk was written here by this rank)
-                comm.check_arrived((self.rank - 1) % self.tp, chunk, RING_ALLGATHER, chunk)
+                arrival = comm.check_arrived((self.rank - 1) % self.tp, chunk, RING_ALLGATHER, chunk)
             data = comm.slot(self.rank, chunk, self.nbytes)
-            _verify(comm, op=RING_ALLGATHER, chunk=chunk, producer=chunk, consumer=self.rank, seq=self.seq,
+            _verify(comm, arrival, op=RING_ALLGATHER, chunk=chunk, producer=chunk, consumer=self.rank, seq=self.seq,
                     header=comm.read_header(chunk), data=data, consumer_scale_inv=self.scale_inv, fmt=self.fmt,
                     shadow=comm.shadow_view(chunk, self.seq, self.nbytes))
         x = comm.workspace("ag.decoded", (self.m_local, self.k), torch.float32)
@@ -400,7 +416,7 @@ def _put_tensor(comm: Communicator, dst: int, slot: int, data: torch.Tensor, hea
     if header is not None:
         header.pack_into(comm.data[dst].buffer(), comm.header_offset(slot))
     comm.slot(dst, slot, data.numel()).copy_(data)
-    comm.link.hold(started, HEADER_BYTES + data.numel(), cancel)
+    comm.land(started, HEADER_BYTES + data.numel(), cancel)
     comm.signal(dst, slot)
 
 
@@ -409,9 +425,9 @@ def _receive_partial(comm: Communicator, src: int, seq: int, nbytes: int, op: st
     """Wait for rank ``src``'s partial of this rank's chunk (in slot ``src``) and verify it."""
     r = comm.rank
     comm.wait_data(src, src, op, r, cancel)
-    comm.check_arrived(src, src, op, r)
+    arrival = comm.check_arrived(src, src, op, r)
     data = comm.slot(r, src, nbytes)
-    _verify(comm, op=op, chunk=r, producer=src, consumer=r, seq=seq, header=comm.read_header(src), data=data)
+    _verify(comm, arrival, op=op, chunk=r, producer=src, consumer=r, seq=seq, header=comm.read_header(src), data=data)
     return data.view(dtype).view(shape)
 
 
@@ -530,9 +546,9 @@ def bulk_allgather(
             if src == r:
                 continue
             comm.wait_data(src, src, op, src)
-            comm.check_arrived(src, src, op, src)
+            arrival = comm.check_arrived(src, src, op, src)
             data = comm.slot(r, src, nbytes)
-            _verify(comm, op=op, chunk=src, producer=src, consumer=r, seq=seq, header=comm.read_header(src),
+            _verify(comm, arrival, op=op, chunk=src, producer=src, consumer=r, seq=seq, header=comm.read_header(src),
                     data=data, consumer_scale_inv=scale_inv, fmt=fmt, shadow=comm.shadow_view(src, seq, nbytes))
             out_bytes[src * nbytes:(src + 1) * nbytes].copy_(data)
     return gathered

@@ -5,6 +5,7 @@ rank, and identical all-reduced scales.
 from __future__ import annotations
 
 from harness.collectives.entry import format_entry, signature
+from harness.collectives.registry_digest import registry_divergence
 
 
 def ledger_truncated(ledgers: dict[int, list[dict]]) -> bool:
@@ -34,6 +35,22 @@ def first_divergence(ledgers: dict[int, list[dict]]) -> str | None:
             lines.append(f"  collectives issued in this case: {counts}")
             return "\n".join(lines)
     return None
+
+
+def drift_at_start(summaries: dict[int, dict]) -> list[str]:
+    """The registries that already differed between ranks when a case began (each rank's
+    ``registry_summary`` taken before the case built anything), one line each, every rank
+    against the lowest; empty when they agreed. Called by the judge: such drift was left by
+    what ran before the case, not by the case."""
+    ranks = sorted(r for r, s in summaries.items() if s)
+    if len(ranks) < 2:
+        return []
+    first = ranks[0]
+    lines: list[str] = []
+    for peer in ranks[1:]:
+        lines += [line for line in registry_divergence(summaries[first], summaries[peer], first, peer)
+                  if line not in lines]
+    return lines
 
 
 def scale_disagreement(fingerprints: dict[int, list[str]]) -> str | None:

@@ -39,6 +39,7 @@ class Failure:
     rank: int | None = None
     step: int | None = None
     model: int | None = None
+    left_by: str | None = None      # the case before, where this case inherited what failed from it
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -16,7 +16,7 @@ import dataclasses
 import enum
 import shlex
 
-from harness.oracles.crossrank import first_divergence, ledger_truncated, scale_disagreement
+from harness.oracles.crossrank import drift_at_start, first_divergence, ledger_truncated, scale_disagreement
 from harness.oracles.exercised import not_exercised
 from harness.oracles.findings import COMMUNICATION, Failure, Oracle
 from harness.oracles.isolation import compare_runs
@@ -41,14 +41,18 @@ class GroupOutcome:
         return any(f.oracle in COMMUNICATION for r in self.results.values() for f in r.failures)
 
 
-def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expectation=None) -> list:
+def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expectation=None, previous=None) -> list:
     """Every finding of ``case``: the group's, each rank's, then cross-rank and isolation.
 
     ``expectation``: the case's reference (:class:`~harness.oracles.recorded.CaseExpectation`),
     against which the records of ranks that recorded their state instead of comparing it are
-    checked here."""
+    checked here. ``previous``: the case that ran before it in this group (None after a
+    recycle); registries that already differed between ranks when ``case`` began are that
+    case's drift, and the finding says so first (:func:`inherited_drift`)."""
     results = shared.results
     failures = list(shared.failures)
+    if len(results) == world:
+        failures += inherited_drift(results, previous)
     recorded = [r for r in sorted(results) if results[r].states]
     if recorded and expectation is None:
         raise ValueError(f"ranks {recorded} recorded their FP8 state for the judge, but no expectation was given")
@@ -76,6 +80,22 @@ def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expecta
             if alone is not None:
                 failures += [Failure(Oracle.ISOLATION, line, rank=r) for line in compare_runs(results[r], alone)]
     return failures
+
+
+def inherited_drift(results: dict, previous=None) -> list:
+    """A cross-rank failure charged to ``previous`` when the ranks' registries already differed
+    as this case began (``RankResult.start_registries``), else nothing. The drift then also
+    fails this case's first prechecked collective ("registries differ between ranks before
+    collective #0"), which this finding explains."""
+    lines = drift_at_start({r: results[r].start_registries for r in results})
+    if not lines:
+        return []
+    culprit = f"the case before it, {previous.name}," if previous is not None else "what ran before it"
+    return [Failure(Oracle.CROSS_RANK,
+                    f"drift left by {previous.name if previous is not None else 'an earlier case'}: the registries "
+                    f"already differed between ranks when this case began, before it built anything, so "
+                    f"{culprit} left them apart:\n  " + "\n  ".join(lines),
+                    left_by=previous.name if previous is not None else None)]
 
 
 def should_isolate(cfg, shared: GroupOutcome) -> bool:
@@ -111,9 +131,10 @@ def repro_argv(cfg, *, cases: str | None = None, case_file: str | None = None) -
 
 def repro_command_for(cfg, case, previous=None, failures=()) -> str:
     """The command that reruns this case: alone, or after the case before it when the failure
-    depends on what that case left behind (isolation: the previous model's ids)."""
+    depends on what that case left behind (isolation: the previous model's ids; registries that
+    case left apart between ranks: :func:`inherited_drift`)."""
     names = case.name
-    if previous is not None and any(f.oracle == Oracle.ISOLATION for f in failures):
+    if previous is not None and any(f.oracle == Oracle.ISOLATION or f.left_by for f in failures):
         names = f"{previous.name},{case.name}"
     return " ".join(shlex.quote(a) for a in repro_argv(cfg, cases=names, case_file=cfg.case_file))
 

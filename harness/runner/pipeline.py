@@ -103,7 +103,7 @@ class CasePipeline:
             isolated = iso.results
         report = failures = None
         if backend.leader:
-            failures = judge(case, shared, isolated, backend.world_size, expectation)
+            failures = judge(case, shared, isolated, backend.world_size, expectation, self.previous)
             report = case_report(self.cfg, case, shared, failures, self.previous)
         plan = Recycle(backend.agree(f"recycle/{index}", lambda: recycle_plan(shared, failures).value))
         self.previous = case if plan is Recycle.KEEP else None    # a recycled group remembers nothing

@@ -34,6 +34,7 @@ import torch
 
 from harness.case.data import initial_weights, step_grad_output, step_inputs, tp_shapes, tp_tensor
 from harness.case.spec import CaseSpec
+from harness.collectives.registry_digest import registry_summary
 from harness.errors import DeadlineExceeded
 from harness.frames import user_traceback
 from harness.idreuse.morgue import ReusePolicy, forcing_window
@@ -100,6 +101,9 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     watch = getattr(state.ledger.precheck, "watch", None)     # (a fault's wrapper has none)
     if watch is not None:
         watch(state.stack)
+    # what the registries were before anything of this case ran: the judge compares it between
+    # ranks, so drift that the case before left is charged to that case
+    run.result.start_registries = registry_summary(state.stack.registries())
     sizes_before = state.registry_sizes.before_case(state.stack)
     threads_before = set(threading.enumerate())
     try:

@@ -32,6 +32,7 @@ class RankResult:
     phase_s: dict = dataclasses.field(default_factory=dict)
     states: dict = dataclasses.field(default_factory=dict)   # records for the judge's reference check
     tensors: dict = dataclasses.field(default_factory=dict)  # each tensor's token for the report (no bytes)
+    start_registries: dict = dataclasses.field(default_factory=dict)   # registry summary as the case began
 
     def to_dict(self) -> dict:
         try:
@@ -49,8 +50,10 @@ class RankResult:
         return d
 
     def left_with_error(self) -> bool:
-        """The case ended on an exception here: peers still waiting at the precheck are told so."""
-        return any(f.oracle in ("error", "liveness") for f in self.failures)
+        """The case ended on an exception here: peers still waiting at the precheck are told so
+        (a buffer-integrity failure is raised out of the stack's call too: a peer that went on to
+        its next collective must not read this rank's early end as "fewer collectives")."""
+        return any(f.oracle in ("error", "liveness", "buffer-integrity") for f in self.failures)
 
     @classmethod
     def from_dict(cls, d: dict) -> "RankResult":

@@ -5,7 +5,9 @@ cases (this sharing is what made TE's Userbuffers test fragile), one per name: `
 all-gather + GEMM, column-parallel forward), ``proj`` (GEMM + pipelined reduce-scatter,
 column-parallel dgrad), ``fc1`` (ring, row-parallel dgrad), ``fc2`` (pipeline, row-parallel
 forward). Destroyed by the stack's ``reset()`` and at process exit. The link between ranks is
-unmodelled unless ``HARNESS_UB_LINK_GBPS`` gives it a bandwidth (:mod:`harness.comm.link`). Segment names start with
+unmodelled unless ``HARNESS_UB_LINK_GBPS`` gives it a bandwidth (:mod:`harness.comm.link`); the
+counters are always staggered (:mod:`harness.comm.stagger`: in each operation one rank holds the
+counters it raises, so a consumer that reads before a counter says so is seen at the read). Segment names start with
 the controller's prefix (``HARNESS_SHM_PREFIX``), so what a killed rank leaves is swept.
 """
 
@@ -25,6 +27,7 @@ def communicators(group, deadline_s: float) -> dict:
     from harness.comm import initialize_ub
     from harness.comm.link import LinkModel
     from harness.comm.segments import new_prefix
+    from harness.comm.stagger import DEFAULT_HOLD_S, CounterStagger
 
     ranks = tuple(dist.get_process_group_ranks(group))
     # The communicators belong to one process group: held here (so it cannot die and be
@@ -45,7 +48,8 @@ def communicators(group, deadline_s: float) -> dict:
         store.set(key, f"{base}-ub{secrets.token_hex(3)}" if base else new_prefix())
     prefix = store.get(key).decode()
     _STATE["comms"] = initialize_ub(dist.get_rank(group), len(ranks), store, prefix, BUFFER_BYTES,
-                                    deadline_s=deadline_s, link=LinkModel.from_env())
+                                    deadline_s=deadline_s, link=LinkModel.from_env(),
+                                    stagger=CounterStagger(DEFAULT_HOLD_S))
     _STATE["group"] = current
     return _STATE["comms"]
 
