@@ -4,8 +4,8 @@ For each of the case's models, four phases (each a function below):
 
 1. **build** -- the model, under the morgue's forcing window, counting the ids it took from dead
    objects and checking that every forced reuse landed;
-2. **steps** -- forward, backward and optimizer step, each step's FP8 state compared with the
-   reference bit for bit and folded into the case digest;
+2. **steps** -- forward, backward and optimizer step, each step's FP8 state and what the step
+   returned compared with the reference bit for bit and folded into the case digest;
 3. **death** -- destroy, park the reuse targets, collect; then the hygiene scan of registries
    (stale ids) and of survivors (objects that outlived the model);
 4. at the case's end, **retention** (registries that grew and keep dead models' state alive)
@@ -40,7 +40,7 @@ from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import final_mismatch, step_mismatch
 from harness.oracles.retention import growth, retained_state
 from harness.reference import expected_model
-from harness.runner.rank.result import RankResult, hash_state, meta_fingerprint
+from harness.runner.rank.result import RankResult, hash_returned, hash_state, meta_fingerprint
 from harness.runner.rank.state import RankState
 from harness.stacks.protocol import BuildContext, StepOutputs
 
@@ -78,10 +78,12 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     """Run ``case`` on this rank. Never raises for a bug in the stack: that becomes a failure.
 
     ``alone``: the isolated re-run of a case (the isolation oracle compares its digest and its
-    collectives with the shared run's; the reference is checked on the shared run)."""
+    collectives with the shared run's). Its records are checked against the reference exactly as
+    the shared run's are (here, or by the judge), so a run that is wrong only alone is a finding
+    of its own and a digest difference can say which of the two runs is wrong."""
     run = _CaseRun(case, state, RankResult(case=case.name, rank=state.rank),
                    ReusePolicy.parse(case.reuse) if case.reuse else state.settings.reuse, fault_hook)
-    run.check_reference = state.settings.check_reference and not alone
+    run.check_reference = state.settings.check_reference
     if run.check_reference and judge_checks_reference(state.settings.reference_by_judge, state.stack):
         run.recorder = StepRecorder()
     started = time.perf_counter()
@@ -195,6 +197,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         run.timed("stack", t0)
         t0 = time.perf_counter()
         hash_state(run.digest, snap)
+        hash_returned(run.digest, returned)
         if case.model.recipe.reduce_amax:
             result.meta_fingerprints.append(meta_fingerprint(snap))
         if recorder is not None:

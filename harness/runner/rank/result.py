@@ -97,6 +97,18 @@ def hash_state(h, states: dict) -> None:
                 h.update(_bytes_of(t))
 
 
+def hash_returned(h, returned: dict) -> None:
+    """Feed what ``forward_backward`` returned (``StepOutputs.named()``: output, input gradient,
+    weight gradients), in name order, into the case digest ``h``: a run whose GEMMs differ while
+    its FP8 state does not has another digest."""
+    for name in sorted(returned):
+        h.update(name.encode())
+        t = returned[name].detach()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())   # any dtype, bf16 too
+
+
 def meta_fingerprint(states: dict) -> str:
     """The all-reduced part of a snapshot (histories and scales): equal on every rank when sound."""
     h = hashlib.sha256()
