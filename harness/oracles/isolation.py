@@ -4,8 +4,10 @@ Compared: the result digest (every snapshot's bytes and every tensor ``forward_b
 returned) and the sequence of collectives with their call sites. Both runs are checked against
 the same reference first, so a digest difference says which of the two disagrees with it
 (:func:`which_disagrees`), and the run alone's own buffer-integrity and reference findings are
-findings of the case (:func:`alone_findings`): a case that is wrong only alone is wrong. Not compared: collective sizes, because the stacks' global amax buffers (like TE's)
-are never pruned, so the amax all-reduce grows with every model built before; and runs of the
+findings of the case (:func:`alone_findings`): a case that is wrong only alone is wrong.
+
+Not compared: collective sizes, because the stacks' global amax buffers (like TE's) are never
+pruned, so the amax all-reduce grows with every model built before; and runs of the
 same collective from the same call site count once, because one reduction point reduces one
 buffer per (recipe, group) key ever seen in the process, dead keys included (TE does the same).
 Both are the retention report's business. An extra reduction *point* is not: a collective from
@@ -84,10 +86,11 @@ def compare_runs(shared, alone) -> list[str]:
     # not run it: the "isolation" finding a rank sends in place of a result) cannot be compared;
     # one that completed with findings of its own (hygiene, say) still can.
     broken = [f for f in alone.failures if _oracle(f) in ALONE_BROKEN]
+    own = [f for f in broken if _oracle(f) in ALONE_OWN]
+    if own:      # a finding of the case in its own right (alone_findings); what followed from it is not
+        return [f"the isolated run of this case failed by itself ({_oracle(own[0])}, reported on its own line), "
+                f"so it cannot be compared"]
     if broken:
-        if _oracle(broken[0]) in ALONE_OWN:      # a finding of the case in its own right (alone_findings)
-            return [f"the isolated run of this case failed by itself ({_oracle(broken[0])}, reported on its own "
-                    f"line), so it cannot be compared"]
         return [f"the isolated run of this case failed by itself, so it cannot be compared: {_line(broken[0])[:600]}"]
     a_seq, a_entries = _collapsed(alone.collectives)
     s_seq, s_entries = _collapsed(shared.collectives)
