@@ -379,7 +379,9 @@ def test_isolation_fails_on_an_extra_collective_from_a_new_call_site():
 def test_isolation_fails_on_a_different_digest():
     alone = result_with(ledger(*one_step()), digest="a" * 32)
     shared = result_with(ledger(*one_step()), digest="b" * 32)
-    assert compare_runs(shared, alone) == [f"result digest {'b' * 16} after other cases differs from {'a' * 16} alone"]
+    assert compare_runs(shared, alone) == [f"result digest {'b' * 16} after other cases differs from {'a' * 16} alone: "
+                                           f"the run after other cases was not checked against the reference; "
+                                           f"the run alone was not checked against the reference"]
 
 
 def test_isolation_reports_an_isolated_run_that_failed_by_itself():

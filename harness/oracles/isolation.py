@@ -1,8 +1,13 @@
 """Isolation equivalence: a case gives the same results alone in a fresh process as after others.
 
-Compared: the result digest (every snapshot's bytes) and the sequence of collectives with their
-call sites. Not compared: collective sizes, because the stacks' global amax buffers (like TE's)
-are never pruned, so the amax all-reduce grows with every model built before; and runs of the
+Compared: the result digest (every snapshot's bytes and every tensor ``forward_backward``
+returned) and the sequence of collectives with their call sites. Both runs are checked against
+the same reference first, so a digest difference says which of the two disagrees with it
+(:func:`which_disagrees`), and the run alone's own buffer-integrity and reference findings are
+findings of the case (:func:`alone_findings`): a case that is wrong only alone is wrong.
+
+Not compared: collective sizes, because the stacks' global amax buffers (like TE's) are never
+pruned, so the amax all-reduce grows with every model built before; and runs of the
 same collective from the same call site count once, because one reduction point reduces one
 buffer per (recipe, group) key ever seen in the process, dead keys included (TE does the same).
 Both are the retention report's business. An extra reduction *point* is not: a collective from
@@ -12,6 +17,55 @@ a call site the isolated run does not reach at that position fails the oracle.
 from __future__ import annotations
 
 from harness.collectives.entry import format_entry, signature
+from harness.oracles.findings import Failure, Oracle
+
+# The run alone's own findings that stand for themselves in the case's verdict: what a consumer
+# read from a shared buffer, and the records checked against the reference, are as wrong alone
+# as after other cases. (Its hygiene is the shared run's to report; what stopped it early, a
+# dead peer or a wait past its deadline, is said by the "failed by itself" line.)
+ALONE_OWN = (Oracle.BUFFER_INTEGRITY, Oracle.REFERENCE)
+ALONE = "in the run alone (this case only, in a fresh process): "
+# An isolated run with one of these did not complete: nothing of it can be compared.
+ALONE_BROKEN = (Oracle.ERROR, Oracle.LIVENESS, Oracle.CROSS_RANK, Oracle.ISOLATION, Oracle.BUFFER_INTEGRITY)
+
+
+def _oracle(f) -> str:
+    return f.oracle if hasattr(f, "oracle") else f.get("oracle")
+
+
+def _line(f) -> str:
+    return f.line() if hasattr(f, "line") else str(f)
+
+
+def alone_findings(alone) -> list[Failure]:
+    """The run alone's buffer-integrity and reference findings, as findings of the case, each
+    marked as the run alone's (:data:`ALONE`), with its rank, model and step. Called by the judge
+    after it checked the run alone's records against the reference."""
+    out = []
+    for f in alone.failures:
+        oracle = _oracle(f)
+        if oracle not in ALONE_OWN:
+            continue
+        d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
+        out.append(Failure(Oracle(oracle), ALONE + d["detail"], rank=d.get("rank"), step=d.get("step"),
+                           model=d.get("model")))
+    return out
+
+
+def _against_reference(run) -> str:
+    """How one run stands against the reference: its first reference finding, or that it agrees."""
+    first = next((f for f in run.failures if _oracle(f) == Oracle.REFERENCE), None)
+    if first is not None:
+        return f"disagrees with the reference ({_line(first)[:300]})"
+    if run.steps_compared:
+        return f"agrees with the reference ({run.steps_compared} steps compared)"
+    return "was not checked against the reference"
+
+
+def which_disagrees(shared, alone) -> str:
+    """Which of two runs whose digests differ is wrong, by the reference both were checked against."""
+    return (f"the run after other cases {_against_reference(shared)}; "
+            f"the run alone {_against_reference(alone)}")
 
 
 def _collapsed(entries: list[dict]) -> tuple[list, list]:
@@ -31,12 +85,13 @@ def compare_runs(shared, alone) -> list[str]:
     # An isolated run that did not complete (it crashed, hung or diverged, or its process could
     # not run it: the "isolation" finding a rank sends in place of a result) cannot be compared;
     # one that completed with findings of its own (hygiene, say) still can.
-    broken = [f for f in alone.failures
-              if (f.oracle if hasattr(f, "oracle") else f.get("oracle")) in ("error", "liveness", "cross-rank",
-                                                                               "isolation")]
+    broken = [f for f in alone.failures if _oracle(f) in ALONE_BROKEN]
+    own = [f for f in broken if _oracle(f) in ALONE_OWN]
+    if own:      # a finding of the case in its own right (alone_findings); what followed from it is not
+        return [f"the isolated run of this case failed by itself ({_oracle(own[0])}, reported on its own line), "
+                f"so it cannot be compared"]
     if broken:
-        first = broken[0].line() if hasattr(broken[0], "line") else str(broken[0])
-        return [f"the isolated run of this case failed by itself, so it cannot be compared: {first[:600]}"]
+        return [f"the isolated run of this case failed by itself, so it cannot be compared: {_line(broken[0])[:600]}"]
     a_seq, a_entries = _collapsed(alone.collectives)
     s_seq, s_entries = _collapsed(shared.collectives)
     if a_seq != s_seq:
@@ -47,5 +102,6 @@ def compare_runs(shared, alone) -> list[str]:
                      f"({len(s_seq)} points after other cases, {len(a_seq)} alone): "
                      f"after other cases {format_entry(s_e)}; alone {format_entry(a_e)}")
     if shared.digest != alone.digest:
-        lines.append(f"result digest {shared.digest[:16]} after other cases differs from {alone.digest[:16]} alone")
+        lines.append(f"result digest {shared.digest[:16]} after other cases differs from {alone.digest[:16]} alone: "
+                     f"{which_disagrees(shared, alone)}")
     return lines

@@ -2,9 +2,12 @@
 
 Follows the summation order of the overlapped operations (harness/stacks/emulated/tp_model.py):
 an all-gather GEMM multiplies each gathered chunk on its own, dequantized with the *consumer's*
-scale_inv; a reduce-scatter sums per-chunk GEMMs in rank order. Only what reaches FP8 state or
-the weights is computed: casts (input, weight, output gradient), amax reductions, and wgrad.
-Every rank's data come from seeds, so all ranks are simulated here without communicating.
+scale_inv; a reduce-scatter sums per-chunk GEMMs in rank order. Computed: the casts (input,
+weight, output gradient), the amax reductions, and what each step returns -- the layer's output
+(its bias added), its input gradient (dgrad) and its weight gradient -- as well as the bias's own
+SGD update (``b <- b + (-lr) * sum of the rows of dy``, starting from zeros), so a bias added
+twice, or left stale, shows in the output from the first step after an update on. Every rank's
+data come from seeds, so all ranks are simulated here without communicating.
 
 ``data_dtype``: a stack that feeds the layer its inputs, output gradients and initial weights
 in a narrower dtype (TE's Userbuffers run in bf16) gets them rounded to it here first, then
@@ -20,6 +23,27 @@ from harness.case.spec import CaseSpec
 from harness.fp8.cast import cast_to_fp8, dequantize
 from harness.fp8.state import RoleState
 from harness.reference.meta import BWD_ROLES, FWD_ROLES, ExpectedModel, Meta, reduce_and_update, role_state
+
+
+def _dq(q: torch.Tensor, scale_inv: torch.Tensor, fmt) -> torch.Tensor:
+    return dequantize(q, scale_inv, fmt)
+
+
+def _allgather_gemm(chunks: list[torch.Tensor], weight_view: torch.Tensor) -> torch.Tensor:
+    """A ring all-gather GEMM's output: every gathered chunk (already dequantized with the consumer's
+    scale_inv) multiplied on its own by ``weight_view``, row blocks in rank order."""
+    return torch.cat([torch.mm(c, weight_view) for c in chunks])
+
+
+def _gemm_reduce_scatter(inputs: list[torch.Tensor], weight_views: list[torch.Tensor], rank: int) -> torch.Tensor:
+    """A pipelined reduce-scatter's chunk on ``rank``: each rank's partial of these rows alone,
+    ``inputs[j][rows of rank] @ weight_views[j]``, folded in rank order ``((p_0 + p_1) + ...)``."""
+    mc = inputs[0].shape[0] // len(inputs)
+    rows = slice(rank * mc, (rank + 1) * mc)
+    total = torch.mm(inputs[0][rows], weight_views[0])
+    for inp, w in zip(inputs[1:], weight_views[1:]):
+        total = total + torch.mm(inp[rows], w)
+    return total
 
 
 def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int, model_index: int,
@@ -50,7 +74,10 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
         slots = [[metas[r][role] for r in ranks] for role in roles]
         reduce_and_update(slots, recipe, fmt, recipe.reduce_amax and world_size > 1)
 
-    steps, outputs = [], []
+    # The bias: one per output column of a rank, zeros at construction (as TE initialises it).
+    n_out = shapes["dy"][1]
+    bias = [torch.zeros(n_out) for _ in ranks] if spec.bias else None
+    steps, outputs, grad_inputs, weight_grads = [], [], [], []
     for t in range(case.steps):
         casts = [{} for _ in ranks]
         for r in ranks:
@@ -65,16 +92,23 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                 qw = cast_to_fp8(master[r], m["weight"].scale, fwd_fmt)
                 m["weight"].record(master[r])
                 casts[r]["weight"] = (qw, m["weight"].scale_inv.clone())
+        outputs.append(_forward(spec.tp_layout, casts, rank, fwd_fmt, bias))
         update(FWD_ROLES)
+        dys = []
         for r in ranks:
             dy = data(tp_tensor(case, model_index, "dy", t, r, run_seed, shapes["dy"], std=0.01))
             m = metas[r]["grad_output"]
             casts[r]["grad_output"] = (cast_to_fp8(dy, m.scale, bwd_fmt), m.scale_inv.clone())
             m.record(dy)
+            dys.append(dy)
+        grad_inputs.append(_dgrad(spec.tp_layout, casts, rank, fwd_fmt, bwd_fmt))
         update(BWD_ROLES)
         steps.append({f"layer0.{role}": role_state(metas[rank][role], *casts[rank][role])
                       for role in ("input", "weight", "grad_output")})
+        if bias is not None:
+            bias = [torch.add(bias[r], dys[r].sum(0), alpha=-spec.lr) for r in ranks]
         if not spec.weight_grad:
+            weight_grads.append([None])
             continue
         wgrads = []
         for r in ranks:
@@ -86,6 +120,7 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
             else:
                 g_full = torch.cat([casts[c]["grad_output"][0] for c in ranks])
                 wgrads.append(torch.matmul(dequantize(g_full, sinv_g, bwd_fmt).t(), dequantize(qx, sinv_x, fwd_fmt)))
+        weight_grads.append([wgrads[rank]])
         for r in ranks:
             master[r] = torch.add(master[r], wgrads[r], alpha=-spec.lr)
             if spec.fp8_params:
@@ -99,4 +134,34 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                                             w_bytes[rank].clone(), w_sinv[rank].clone())}
     else:
         final = {"layer0.weight": RoleState(torch.zeros(0), torch.ones(()), torch.ones(()), master[rank].clone(), None)}
-    return ExpectedModel(steps, final, outputs)
+    return ExpectedModel(steps, final, outputs, grad_inputs, weight_grads)
+
+
+def _forward(layout: str, casts: list[dict], rank: int, fmt, bias) -> torch.Tensor:
+    """Rank ``rank``'s output of one step: column-parallel, every rank's input chunk dequantized with
+    this rank's scale_inv times this rank's weight rows; row-parallel, this rank's rows of every
+    rank's partial product, reduce-scattered; then this rank's bias, once."""
+    ranks = range(len(casts))
+    w_hp = [_dq(*casts[r]["weight"], fmt) for r in ranks]
+    if layout == "column":
+        sinv_x = casts[rank]["input"][1]
+        y = _allgather_gemm([_dq(casts[c]["input"][0], sinv_x, fmt) for c in ranks], w_hp[rank].t())
+    else:
+        x_hp = [_dq(*casts[r]["input"], fmt) for r in ranks]
+        y = _gemm_reduce_scatter(x_hp, [w.t() for w in w_hp], rank)
+    return y + bias[rank] if bias is not None else y
+
+
+def _dgrad(layout: str, casts: list[dict], rank: int, fwd_fmt, bwd_fmt) -> torch.Tensor:
+    """Rank ``rank``'s input gradient: column-parallel, its rows of every rank's ``dq(G) @ dq(W)``,
+    reduce-scattered; row-parallel, every rank's FP8 output gradient chunk dequantized with this
+    rank's scale_inv times this rank's weight columns. The weight operand is the transposed copy
+    the layer hands the overlapped operation (``W^T`` made contiguous, then viewed as ``W``), whose
+    memory layout the GEMM's rounding may depend on."""
+    ranks = range(len(casts))
+    w_view = [_dq(*casts[r]["weight"], fwd_fmt).t().contiguous().t() for r in ranks]
+    if layout == "column":
+        g_hp = [_dq(*casts[r]["grad_output"], bwd_fmt) for r in ranks]
+        return _gemm_reduce_scatter(g_hp, w_view, rank)
+    sinv_g = casts[rank]["grad_output"][1]
+    return _allgather_gemm([_dq(casts[c]["grad_output"][0], sinv_g, bwd_fmt) for c in ranks], w_view[rank])

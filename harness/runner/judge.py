@@ -4,7 +4,8 @@ Pure functions over plain data, used by :class:`harness.runner.pipeline.CasePipe
 every kind of session (in-process, controlled group, SPMD):
 
 * :func:`judge` -- every finding of a case: each rank's own, the group's (dead or hung ranks),
-  cross-rank agreement of ledgers and all-reduced scales, isolation against the re-run alone;
+  cross-rank agreement of ledgers and all-reduced scales, the re-run alone's own buffer-integrity
+  and reference findings, isolation against the re-run alone;
 * :func:`case_report` -- the verdict (a :class:`~harness.report.model.CaseReport`) with its
   repro command (:func:`repro_command_for`);
 * :func:`recycle_plan` -- what the group needs before the next case.
@@ -19,7 +20,7 @@ import shlex
 from harness.oracles.crossrank import drift_at_start, first_divergence, ledger_truncated, scale_disagreement
 from harness.oracles.exercised import not_exercised
 from harness.oracles.findings import COMMUNICATION, Failure, Oracle
-from harness.oracles.isolation import compare_runs
+from harness.oracles.isolation import alone_findings, compare_runs
 from harness.oracles.recorded import check_recorded, reported_records
 from harness.report.model import CaseReport, group_digest, skipped, verdict
 from harness.report.tensors import table
@@ -54,8 +55,10 @@ def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expecta
     if len(results) == world:
         failures += inherited_drift(results, previous)
     recorded = [r for r in sorted(results) if results[r].states]
-    if recorded and expectation is None:
-        raise ValueError(f"ranks {recorded} recorded their FP8 state for the judge, but no expectation was given")
+    alone_recorded = [r for r in sorted(isolated or {}) if isolated[r].states]
+    if (recorded or alone_recorded) and expectation is None:
+        raise ValueError(f"ranks {recorded or alone_recorded} recorded their FP8 state for the judge, "
+                         f"but no expectation was given")
     for r in recorded:
         check_recorded(results[r], expectation)
         results[r].tensors = reported_records(results[r].states, expectation.digest(r)["layout"])
@@ -75,6 +78,10 @@ def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expecta
             if text:
                 failures.append(Failure(Oracle.CROSS_RANK, text))
     if isolated:
+        for r in alone_recorded:       # the run alone's records, against the same reference
+            check_recorded(isolated[r], expectation)
+        for r in sorted(isolated):
+            failures += alone_findings(isolated[r])
         for r in sorted(results):
             alone = isolated.get(r)
             if alone is not None:

@@ -85,10 +85,12 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     """Run ``case`` on this rank. Never raises for a bug in the stack: that becomes a failure.
 
     ``alone``: the isolated re-run of a case (the isolation oracle compares its digest and its
-    collectives with the shared run's; the reference is checked on the shared run)."""
+    collectives with the shared run's). Its records are checked against the reference exactly as
+    the shared run's are (here, or by the judge), so a run that is wrong only alone is a finding
+    of its own and a digest difference can say which of the two runs is wrong."""
     run = _CaseRun(case, state, RankResult(case=case.name, rank=state.rank),
                    ReusePolicy.parse(case.reuse) if case.reuse else state.settings.reuse, fault_hook)
-    run.check_reference = state.settings.check_reference and not alone
+    run.check_reference = state.settings.check_reference
     run.for_judge = run.check_reference and judge_checks_reference(state.settings.reference_by_judge, state.stack)
     run.recorder = StepRecorder(keep_bytes=run.for_judge)
     started = time.perf_counter()

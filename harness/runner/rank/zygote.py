@@ -30,6 +30,7 @@ would leave waiting for a peer: there the isolated run starts when asked for, af
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import select
@@ -122,7 +123,29 @@ def _isolated_child(state, request: dict) -> dict:
 
         state.stack.reset()
         destroy_ub()
-    return result.to_dict()
+    return records_as_text(result.to_dict())
+
+
+_RECORDS_B64 = "data_base64"
+
+
+def records_as_text(result: dict) -> dict:
+    """A rank result whose records of its FP8 state (``states["data"]``, raw bytes) can cross the
+    zygote's JSON pipes: the bytes as base64 text. :meth:`Zygote.end` turns them back."""
+    states = result.get("states") or {}
+    if isinstance(states.get("data"), (bytes, bytearray)):
+        states = dict(states)
+        states[_RECORDS_B64] = base64.b64encode(states.pop("data")).decode("ascii")
+        result = dict(result, states=states)
+    return result
+
+
+def records_as_bytes(answer: dict) -> dict:
+    """The inverse of :func:`records_as_text` on an answer ``{"ok": result}`` (others unchanged)."""
+    states = (answer.get("ok") or {}).get("states") or {}
+    if _RECORDS_B64 in states:
+        states["data"] = base64.b64decode(states.pop(_RECORDS_B64))
+    return answer
 
 
 class _Cancelled(Exception):
@@ -313,7 +336,7 @@ class Zygote:
         if until is None:
             raise RuntimeError("no isolated run in progress")
         try:
-            return _recv(self._from, timeout=max(0.0, until - time.monotonic()))
+            return records_as_bytes(_recv(self._from, timeout=max(0.0, until - time.monotonic())))
         except (TimeoutError, EOFError) as exc:
             return {"error": f"zygote did not answer: {exc}"}
 
