@@ -128,11 +128,10 @@ class Ledger:
         Recorded as an entry with no tensors and the caller's call sites, so the isolation oracle
         names a reduction point one run has and the other has not; it is not prechecked (the
         collective it may issue is, on its own)."""
-        try:
-            ranks = list(range(dist.get_world_size())) if dist.is_initialized() else []
-        except Exception:
-            ranks = []
-        entry = {"seq": self._seq, "op": op, "group": ranks, "shapes": [], "dtypes": [], "reduce": reduce,
+        # No group: a process with a process group and one without (a rank of one and its isolated
+        # run alongside, which joins none) record the same reduction point alike; a collective the
+        # call issues is recorded on its own, with its group.
+        entry = {"seq": self._seq, "op": op, "group": [], "shapes": [], "dtypes": [], "reduce": reduce,
                  "sites": call_sites()}
         return self._append(entry)
 

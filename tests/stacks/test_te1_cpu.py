@@ -191,3 +191,27 @@ def test_isolation_names_the_hook_reduction_dead_ids_take_away_on_1_12(release):
     assert ("; alone #2 te.reduce_and_update_fp8_tensors(forward=True, fp8_weights=True) model 0, step 0, "
             "in the optimizer step MAX [] at pytorch/tensor/float8_tensor.py:35 post_optimizer_step_fwd_amax_reduction"
             ) in lines[0], lines[0]
+
+
+def test_a_recorded_reduction_point_is_the_same_with_and_without_a_process_group(tmp_path):
+    """A rank of one runs its case in a process with a gloo group while the case's isolated run
+    alongside has none: the reduction points both record must compare equal (on one H200 they did
+    not, and isolation failed every case of TE 1.12 and 1.13 at reduction point 0)."""
+    import torch.distributed as dist
+
+    from harness.collectives.entry import signature
+
+    def point():
+        return LEDGER.record_call("te.reduce_and_update_fp8_tensors(forward=True) model 0, step 0", reduce="MAX")
+
+    recorded = []
+    for grouped in (False, True):
+        if grouped:
+            dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+        try:
+            recorded.append(point())          # one call site for both
+        finally:
+            if grouped:
+                dist.destroy_process_group()
+    without, with_group = recorded
+    assert signature(with_group, with_sizes=False) == signature(without, with_sizes=False)
