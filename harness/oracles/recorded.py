@@ -79,10 +79,11 @@ class StepRecorder:
 
     def step(self, model: int, step: int, snapshot: dict, returned: dict) -> list:
         """After step ``step`` of model ``model``: the snapshot and what the step returned.
-        Returns the snapshot's ``("key|field", sha1)`` pairs, in layout order."""
+        Returns the snapshot's ``("key|field", sha1)`` pairs and the returned tensors' ``(name,
+        sha1)`` pairs, each in layout order."""
         hashed = self._add(model, step, _STATE, _state_tensors(snapshot, STEP_FIELDS))
-        self._add(model, step, _OUTPUT, [(n, returned[n]) for n in output_order(returned)])
-        return hashed
+        outputs = self._add(model, step, _OUTPUT, [(n, returned[n]) for n in output_order(returned)])
+        return hashed, outputs
 
     def final(self, model: int, weights: dict) -> list:
         """After the last optimizer step of model ``model``: what its weights are. Returns their

@@ -214,8 +214,9 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         snap = state.stack.snapshot(model)
         run.timed("stack", t0)
         t0 = time.perf_counter()
-        hashed = recorder.step(m, t, snap, returned)
+        hashed, outputs = recorder.step(m, t, snap, returned)
         fold_digests(run.digest, hashed)
+        fold_digests(run.digest, outputs)     # what the step returned: a GEMM wrong alone shows
         if case.model.recipe.reduce_amax:
             result.meta_fingerprints.append(meta_fingerprint(hashed))
         if expected is not None:
