@@ -62,3 +62,18 @@ def interruptible():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def raise_on_signals() -> dict:
+    """SIGINT and SIGTERM raise :class:`Interrupted` with the signal's name, from now on (the main
+    thread only; elsewhere nothing is installed). Returns the handlers they replaced, for the
+    caller to put back. For a caller that stops its own work in order (stress and its groups),
+    where :func:`interruptible`'s single-raise and deferral are not wanted."""
+    def handler(signum, frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+    return previous

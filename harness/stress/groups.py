@@ -39,7 +39,7 @@ import threading
 import time
 
 from harness.errors import UsageError
-from harness.runner.interrupts import Interrupted
+from harness.runner.interrupts import Interrupted, raise_on_signals
 from harness.stress.progress import Progress
 from harness.stress.repro import die_with_parent
 
@@ -238,13 +238,7 @@ class GroupRun:
 
 def run_groups(run: GroupRun) -> list[int]:
     """Start the children and wait for them; SIGINT/SIGTERM stops them in order. Exit codes."""
-    def handler(signum, frame):
-        raise Interrupted(signal.Signals(signum).name)
-
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
+    previous = raise_on_signals()
     try:
         try:
             run.start()

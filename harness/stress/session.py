@@ -22,13 +22,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-import threading
 import time
 
 from harness.case.data import derive_seed
 from harness.errors import HarnessError, UsageError
 from harness.runner.config import RunConfig
-from harness.runner.interrupts import Interrupted
+from harness.runner.interrupts import Interrupted, raise_on_signals
 from harness.runner.session import run
 from harness.stacks import load_stack
 from harness.stacks.capabilities import capabilities_of, world_declined_reason
@@ -107,7 +106,7 @@ class StressSession:
 
     # --- the loop ----------------------------------------------------------------------------
     def run(self) -> StressRecord:
-        previous = _install_signal_handlers()
+        previous = raise_on_signals()     # the record is written, the groups stopped
         try:
             self.record.write_json()
             j = 0
@@ -380,15 +379,3 @@ def batch_cases(seed: int, b: int, size: int, capabilities, world_size: int) -> 
     cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}", data_seed=derive_seed("stress-data", seed, b, i))
              for i, c in enumerate(drawn.cases)]
     return drawn, cases
-
-
-def _install_signal_handlers() -> dict:
-    """SIGINT and SIGTERM end the run in order: the record is written, the groups stopped."""
-    def handler(signum, frame):
-        raise Interrupted(signal.Signals(signum).name)
-
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, handler)
-    return previous
