@@ -9,7 +9,6 @@ untouched until the first model is built.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import types
 
 from harness.errors import SetupError
@@ -18,11 +17,7 @@ from harness.stacks.te import release
 
 def missing_reason() -> str | None:
     """Why ``--sut te`` cannot run here (one line), or None when it can."""
-    try:
-        found = importlib.util.find_spec("transformer_engine") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not release.found():
         return ("--sut te: transformer_engine is not installed here "
                 "(pip install 'fp8-idreuse-harness[te]' on a machine with CUDA)")
     version = release.installed_version()

@@ -11,10 +11,19 @@ has), so asking costs no import of TE and no CUDA.
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import sys
 
 DISTRIBUTIONS = ("transformer-engine", "transformer_engine", "transformer-engine-torch")
 STANDINS_MODULE = "harness.stacks.te1.onnx_standins"
+
+
+def found() -> bool:
+    """Whether a ``transformer_engine`` package can be imported here (located, not imported)."""
+    try:
+        return importlib.util.find_spec("transformer_engine") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def installed_version() -> str | None:

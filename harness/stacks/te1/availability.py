@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import os
 import types
 
@@ -39,11 +38,7 @@ SUT = "te1"
 
 def missing_reason() -> str | None:
     """Why ``--sut te1`` cannot run here (one line), or None when it can."""
-    try:
-        found = importlib.util.find_spec("transformer_engine") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not release.found():
         return (f"--sut {SUT}: transformer_engine is not installed here (TE 1.12 or 1.13, on a machine with "
                 f"a CUDA GPU; see README, 'How to run a TE release under the harness')")
     refusal = release.line_refusal(SUT, 1, "te", release.installed_version())
