@@ -7,14 +7,16 @@ while each runs, every ``--sample-s`` seconds: every GPU's utilisation (``nvidia
 utilisation (``/proc/stat``: the busy share of all cores between two samples). It writes, under
 ``--out``: ``stress-g<N>.json`` (each run's merged stress report, the cases left out to keep it
 small), ``summary.json`` and ``summary.md``: per N, cases, cases per second, that over N times
-the one-group figure (the target is at least 0.8), mean and peak GPU utilisation, mean CPU
+the one-group figure (the target is at least 0.8), the same two figures for the cases run after
+each group's rank had started (:func:`rate_after_startup`: a run shorter than its budget, or a
+slow start, weighs on the first figure and not on these), mean and peak GPU utilisation, mean CPU
 utilisation in cores, exit code and wall time. Everything is rewritten after each run, so a
 lease that ends early keeps the runs that finished. A run that would not finish within
 ``--total-s`` of the start is not begun (said in the summary).
 
 Called by ``scripts/stress-scaling`` (a GPU machine's system python3, PYTHONPATH at the
-repository). The pure parts (:func:`cpu_busy`, :func:`gpu_utilisation`, :func:`summarise`)
-are what the tests check.
+repository). The pure parts (:func:`cpu_busy`, :func:`gpu_utilisation`,
+:func:`rate_after_startup`, :func:`summarise`) are what the tests check.
 """
 
 from __future__ import annotations
@@ -114,16 +116,46 @@ def _mean(values) -> float | None:
     return round(sum(values) / len(values), 3) if values else None
 
 
-def summarise(runs: list[dict], ncores: int, base_rate: float | None = None) -> list[dict]:
+def rate_after_startup(batches: list[dict], groups: int) -> float | None:
+    """Cases per second summed over the groups, each group's counted from its rank's start-up on.
+
+    Group ``g`` of ``groups`` runs the batches whose index is ``g`` modulo ``groups``, one after
+    the other: its rate is its cases over its batches' time less their start-up (``duration_s -
+    startup_s``). None when no batch ran a case after its start-up."""
+    cases: dict[int, int] = {}
+    seconds: dict[int, float] = {}
+    for b in batches:
+        running = (b.get("duration_s") or 0.0) - (b.get("startup_s") or 0.0)
+        if running <= 0 or not b.get("cases_run"):
+            continue
+        g = b["index"] % groups
+        cases[g] = cases.get(g, 0) + b["cases_run"]
+        seconds[g] = seconds.get(g, 0.0) + running
+    if not cases:
+        return None
+    return round(sum(cases[g] / seconds[g] for g in cases), 3)
+
+
+def _ratio(rate, base, groups):
+    return round(rate / (base * groups), 3) if (rate and base) else None
+
+
+def summarise(runs: list[dict], ncores: int, base_rate: float | None = None,
+              base_after_startup: float | None = None) -> list[dict]:
     """One row per run: its rate against N times the one-group rate (this invocation's, else
-    ``base_rate``: an earlier invocation's), and its utilisations."""
-    base = next((r["cases_per_s"] for r in runs if r["groups"] == 1 and r.get("cases_per_s")), base_rate)
+    ``base_rate``: an earlier invocation's), the same for the rate after start-up
+    (``base_after_startup``), and its utilisations."""
+    def one_group(key, given):
+        return next((r[key] for r in runs if r["groups"] == 1 and r.get(key)), given)
+    base = one_group("cases_per_s", base_rate)
+    base_running = one_group("cases_per_s_after_startup", base_after_startup)
     rows = []
     for r in runs:
-        row = {k: r.get(k) for k in ("groups", "exit_code", "wall_s", "cases", "cases_per_s", "note")}
-        rate = r.get("cases_per_s")
-        row["scaling"] = round(rate / (base * r["groups"]), 3) if (rate and base) else None
+        row = {k: r.get(k) for k in ("groups", "exit_code", "wall_s", "cases", "cases_per_s",
+                                     "cases_per_s_after_startup", "note")}
+        row["scaling"] = _ratio(r.get("cases_per_s"), base, r["groups"])
         row["meets_target"] = None if row["scaling"] is None else row["scaling"] >= TARGET
+        row["scaling_after_startup"] = _ratio(r.get("cases_per_s_after_startup"), base_running, r["groups"])
         row["cpu_cores_busy"] = None if r.get("cpu_mean") is None else round(r["cpu_mean"] * ncores, 2)
         gpus = r.get("gpu_samples") or []
         per_sample = [sum(s) / len(s) for s in gpus if s]
@@ -137,12 +169,14 @@ def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# stress scaling: {meta['command']}", "",
              f"{meta['host']}, {meta['ncores']} cores, GPUs: {meta['gpus'] or 'none seen by nvidia-smi'}; "
              f"load average at start {meta['load_start']}, at end {meta.get('load_end', '?')}", "",
-             "| groups | exit | cases | cases/s | vs N x one group (>= 0.8) | CPU cores busy | GPU util mean % "
-             "| GPU util peak % | wall s | note |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "| groups | exit | cases | cases/s | vs N x one group (>= 0.8) | cases/s after start-up | vs N x one "
+             "group | CPU cores busy | GPU util mean % | GPU util peak % | wall s | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| " + " | ".join("-" if r.get(k) is None else str(r[k]) for k in (
-            "groups", "exit_code", "cases", "cases_per_s", "scaling", "cpu_cores_busy", "gpu_util_mean_pct",
-            "gpu_util_peak_pct", "wall_s", "note")) + " |")
+            "groups", "exit_code", "cases", "cases_per_s", "scaling", "cases_per_s_after_startup",
+            "scaling_after_startup", "cpu_cores_busy", "gpu_util_mean_pct", "gpu_util_peak_pct", "wall_s",
+            "note")) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -165,6 +199,8 @@ def build_parser():
     p.add_argument("--total-s", type=float, default=None, help="begin no run that could end after this")
     p.add_argument("--base-rate", type=float, default=None,
                    help="the one-group cases/s of an earlier invocation, where this one runs no --groups 1")
+    p.add_argument("--base-rate-after-startup", type=float, default=None,
+                   help="the same for the one-group cases/s after start-up")
     p.add_argument("--work", default=None, help="folder for the runs' full reports (default: a temp folder, removed)")
     return p
 
@@ -189,7 +225,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     meta = {"command": " ".join(["python -m harness stress"] + stress_args + ["--minutes", f"{args.minutes:g}"]),
             "host": os.uname().nodename, "ncores": ncores, "load_start": round(os.getloadavg()[0], 2),
-            "gpus": None, "base_rate": args.base_rate}
+            "gpus": None, "base_rate": args.base_rate, "base_after_startup": args.base_rate_after_startup}
     if shutil.which("nvidia-smi"):
         names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                                text=True, timeout=30).stdout.split("\n")
@@ -222,6 +258,7 @@ def main(argv=None) -> int:
                     report = json.load(fh)
                 run["cases"] = report["totals"]["cases"]
                 run["cases_per_s"] = report["totals"]["cases_per_s"]
+                run["cases_per_s_after_startup"] = rate_after_startup(report.get("batches") or [], n)
                 report.pop("cases", None)
                 _write(os.path.join(args.out, f"stress-g{n}.json"), json.dumps(report, indent=1))
             except (OSError, ValueError, KeyError) as exc:
@@ -232,12 +269,12 @@ def main(argv=None) -> int:
         _save(args.out, runs, meta, ncores)
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
-    print(markdown(summarise(runs, ncores, args.base_rate), meta))
+    print(markdown(summarise(runs, ncores, args.base_rate, args.base_rate_after_startup), meta))
     return 0
 
 
 def _save(out: str, runs: list[dict], meta: dict, ncores: int) -> None:
-    rows = summarise(runs, ncores, meta.get("base_rate"))
+    rows = summarise(runs, ncores, meta.get("base_rate"), meta.get("base_after_startup"))
     _write(os.path.join(out, "summary.json"), json.dumps({"meta": meta, "rows": rows, "runs": runs}, indent=1))
     _write(os.path.join(out, "summary.md"), markdown(rows, meta))
 
