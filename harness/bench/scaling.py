@@ -32,6 +32,7 @@ import threading
 import time
 
 from harness.errors import OneLineParser, UsageError
+from harness.report.model import write_atomic
 
 TARGET = 0.8            # cases/s with N groups at least TARGET * N * the one-group figure
 SLACK_S = 150.0         # beyond the budget: group start, a late case, the merge and its plots
@@ -205,13 +206,6 @@ def build_parser():
     return p
 
 
-def _write(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     args, stress_args = build_parser().parse_known_args(argv)
     if args.minutes <= 0 or args.sample_s <= 0:
@@ -260,7 +254,7 @@ def main(argv=None) -> int:
                 run["cases_per_s"] = report["totals"]["cases_per_s"]
                 run["cases_per_s_after_startup"] = rate_after_startup(report.get("batches") or [], n)
                 report.pop("cases", None)
-                _write(os.path.join(args.out, f"stress-g{n}.json"), json.dumps(report, indent=1))
+                write_atomic(os.path.join(args.out, f"stress-g{n}.json"), json.dumps(report, indent=1))
             except (OSError, ValueError, KeyError) as exc:
                 run["note"] = f"no report: {type(exc).__name__}: {exc}"
             _save(args.out, runs, meta, ncores)
@@ -275,8 +269,8 @@ def main(argv=None) -> int:
 
 def _save(out: str, runs: list[dict], meta: dict, ncores: int) -> None:
     rows = summarise(runs, ncores, meta.get("base_rate"), meta.get("base_after_startup"))
-    _write(os.path.join(out, "summary.json"), json.dumps({"meta": meta, "rows": rows, "runs": runs}, indent=1))
-    _write(os.path.join(out, "summary.md"), markdown(rows, meta))
+    write_atomic(os.path.join(out, "summary.json"), json.dumps({"meta": meta, "rows": rows, "runs": runs}, indent=1))
+    write_atomic(os.path.join(out, "summary.md"), markdown(rows, meta))
 
 
 if __name__ == "__main__":
