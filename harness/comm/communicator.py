@@ -499,23 +499,25 @@ class Communicator:
         self._read[key] = expected
         seen = self.flags[self.rank].load(self._data_counter(src, slot))
         arrival = Arrival(src, slot, chunk, seen, expected)
-        if self._recv.get(key, 0) >= expected and seen >= expected:
+        waited = self._recv.get(key, 0) >= expected
+        if waited and seen >= expected:
             return arrival
-        if self._recv.get(key, 0) >= expected:
-            problem = (f"{READ_BEFORE_LANDED}: rank {self.rank} read chunk {chunk} from rank {src} while counter "
-                       f"data[{src}][{slot}] was {seen}, expected {expected} (the wait before the read ended "
-                       f"{expected - seen} count(s) short)")
-            raise BufferIntegrityError(f"userbuffers {self.name!r} {op}: {problem}",
-                                       communicator=self.name, op=op, chunk=chunk, producer=src,
-                                       consumer=self.rank, problem=READ_BEFORE_LANDED)
+        if waited:
+            raise self._read_error(op, chunk, src, READ_BEFORE_LANDED, (
+                f"{READ_BEFORE_LANDED}: rank {self.rank} read chunk {chunk} from rank {src} while counter "
+                f"data[{src}][{slot}] was {seen}, expected {expected} (the wait before the read ended "
+                f"{expected - seen} count(s) short)"))
         state = ("it had not arrived" if seen < expected else
                  "the counter has reached it since, but nothing waited for it")
         problem = (f"read chunk {chunk} from rank {src} before its counter reached the expected value "
                    f"(counter {seen}, expected {expected}; {state}): the consumer did not wait for the "
                    f"producer's signal")
-        raise BufferIntegrityError(f"userbuffers {self.name!r} {op}: rank {self.rank} {problem}",
-                                   communicator=self.name, op=op, chunk=chunk, producer=src,
-                                   consumer=self.rank, problem=problem)
+        raise self._read_error(op, chunk, src, problem, f"rank {self.rank} {problem}")
+
+    def _read_error(self, op: str, chunk: int, producer: int, problem: str, text: str) -> BufferIntegrityError:
+        """A consumer-side finding on this rank's read of ``chunk`` from ``producer``."""
+        return BufferIntegrityError(f"userbuffers {self.name!r} {op}: {text}", communicator=self.name, op=op,
+                                    chunk=chunk, producer=producer, consumer=self.rank, problem=problem)
 
     def explain_early_read(self, error: BufferIntegrityError, arrival: "Arrival", *, producer: int, seq: int,
                            header: ChunkHeader | None, data: torch.Tensor) -> BufferIntegrityError:
@@ -538,9 +540,7 @@ class Communicator:
                    f"counter data[{arrival.src}][{slot}] was {arrival.seen}, expected {arrival.expected} ({why}); "
                    f"at the read, {as_read}; operation #{seq}'s chunk landed after the read (counter now {now}), "
                    f"so the ranks' operation sequences agree")
-        return BufferIntegrityError(f"userbuffers {self.name!r} {error.op}: {problem}", communicator=self.name,
-                                    op=error.op, chunk=chunk, producer=arrival.src, consumer=self.rank,
-                                    problem=READ_BEFORE_LANDED)
+        return self._read_error(error.op, chunk, arrival.src, READ_BEFORE_LANDED, problem)
 
     def wait_landed(self, slot: int, seq: int, producer: int, chunk: int, bound_s: float) -> bool:
         """Watch this rank's ``slot`` until it holds operation ``seq``'s chunk (header and
