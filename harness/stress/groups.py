@@ -196,8 +196,8 @@ class GroupRun:
                 g, line = None, ""
             if g is not None and line is None:
                 open_pipes -= 1
-            elif line and not line.startswith("stress ["):     # a child's own progress line: ours counts all
-                self.progress.note(f"[group {g}] {line}")
+            else:
+                self._note(g, line)
             if time.monotonic() - last_read >= READ_EVERY_S:
                 totals = combined_totals(self.headers())
                 last_read = time.monotonic()
@@ -232,8 +232,13 @@ class GroupRun:
                 g, line = self.lines.get_nowait()
             except queue.Empty:
                 break
-            if line and not line.startswith("stress ["):
-                self.progress.note(f"[group {g}] {line}")
+            self._note(g, line)
+
+    def _note(self, g: int | None, line: str | None) -> None:
+        """A line of child ``g``'s stderr, prefixed with its group; not its own progress line
+        (ours counts every group)."""
+        if line and not line.startswith("stress ["):
+            self.progress.note(f"[group {g}] {line}")
 
 
 def run_groups(run: GroupRun) -> list[int]:
