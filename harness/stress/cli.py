@@ -136,13 +136,19 @@ def main(argv=None) -> int:
              "torch": torch.__version__, "hypothesis": hypothesis.__version__}
     where = f", shard {args.shard.text()}" if args.shard is not None else ""
     where += f", group {group} of {of} (batches {stream.index} + {stream.count}*j)" if group is not None else ""
-    print(f"stress: {cfg.sut} on {cfg.launcher} (world size {cfg.world_size}), seed {seed}{where}, "
-          f"{args.minutes:g} min, reports in {args.out}", file=sys.stderr, flush=True)
+    _banner(cfg, seed, where, args)
     record = StressSession(cfg, opts, Progress(opts.budget_s), config_extra=extra, claims=claims).run()
     print_summary(record)
     if record.interrupted:
         return 130
     return 1 if record.totals()["failing_cases"] else 0
+
+
+def _banner(cfg, seed: int, where: str, args) -> None:
+    """The run's first line on stderr: stack, launcher, world size, seed, ``where`` (its shard,
+    group or groups), budget and report folder."""
+    print(f"stress: {cfg.sut} on {cfg.launcher} (world size {cfg.world_size}), seed {seed}{where}, "
+          f"{args.minutes:g} min, reports in {args.out}", file=sys.stderr, flush=True)
 
 
 def _plan_groups(args, cfg, stack) -> dict:
@@ -177,9 +183,7 @@ def _run_groups(args, argv: list[str], cfg, plan: dict) -> int:
     groups = plan["groups"]
     shard = args.shard or Stream()
     on = "" if all(d is None for d in plan["devices"]) else " on GPUs " + " | ".join(plan["devices"])
-    print(f"stress: {cfg.sut} on {cfg.launcher} (world size {cfg.world_size}), seed {cfg.seed}, {groups} groups"
-          f"{on}{', shard ' + shard.text() if args.shard else ''}, {args.minutes:g} min, reports in {args.out}",
-          file=sys.stderr, flush=True)
+    _banner(cfg, cfg.seed, f", {groups} groups{on}{', shard ' + shard.text() if args.shard else ''}", args)
     run = GroupRun(argv, args.out, groups, cfg.seed, plan["devices"], plan["max_cases"], args.minutes * 60.0,
                    Progress(args.minutes * 60.0))
     codes = run_groups(run)
@@ -189,7 +193,7 @@ def _run_groups(args, argv: list[str], cfg, plan: dict) -> int:
             print(f"warning: group {g} wrote no report (exit {code})", file=sys.stderr)
     if not folders:
         raise UsageError(f"no group wrote a report (exit codes {codes})")
-    extra = {"stream": {"index": shard.index, "count": shard.count}, "shard": args.shard.text() if args.shard else None,
+    extra = {"stream": shard.to_dict(), "shard": args.shard.text() if args.shard else None,
              "groups": groups, "group": None, "group_devices": plan["devices"],
              "argv": ["python", "-m", "harness", "stress"] + argv}
     record = merge(args.out, folders, config_extra=extra, interrupted=run.interrupted)

@@ -88,7 +88,7 @@ class StressSession:
             "isolation": cfg.isolation, "batch_seconds": opts.batch_seconds, "batch_size": opts.batch_size,
             "shrink_share": opts.shrink_share, "shrink_per_failure_s": opts.shrink_per_failure_s,
             "max_cases": opts.max_cases, "max_failures": opts.max_failures,
-            "stream": {"index": opts.stream.index, "count": opts.stream.count},
+            "stream": opts.stream.to_dict(),
             "shard": opts.shard.text() if opts.shard is not None else None,
             "groups": opts.groups, "group": opts.group, **(config_extra or {}),
         }

@@ -51,6 +51,10 @@ class Stream:
     def text(self) -> str:
         return f"{self.index}/{self.count}"
 
+    def to_dict(self) -> dict:
+        """As a report's ``config.stream`` holds it (``stress merge`` reads it back)."""
+        return {"index": self.index, "count": self.count}
+
 
 def parse_shard(text: str) -> Stream:
     """``"I/N"`` (I from 0) as a :class:`Stream`; anything else is a :class:`UsageError` line."""
