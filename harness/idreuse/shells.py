@@ -78,8 +78,8 @@ class Shells:
         self._quarantine: list = []
         self._ballast: list = []
         self.active: dict[type, collections.deque] = {}
-        self.tried = 0                               # placements tried in this process
-        self.missed = 0                              # ... that did not land
+        self.placed: list[tuple[int, str]] = []     # (address, class name) of every placement tried
+        self.missed: list[tuple[int, str]] = []     # ... that did not land
 
     # --- death ---------------------------------------------------------------------------------
     def take(self, box: list) -> int:
@@ -130,12 +130,12 @@ class Shells:
         held = probe_slots(LANDING_LIMIT)
         make = lambda: object.__new__(klass)          # noqa: E731 (made before the free)
         address = id(queue[0])
-        self.tried += 1
+        self.placed.append((address, klass.__name__))
         queue.popleft()                                # the shell's only reference: freed here
         landed = land_on(address, make, held)
         self._ballast.append(held)
         if landed is None:
-            self.missed += 1
+            self.missed.append((address, klass.__name__))
             return object.__new__(klass)
         return landed
 
@@ -164,11 +164,11 @@ def placing():
     objects' addresses. Yields the number of placements tried and missed so far, as a list
     ``[tried, missed]`` filled in when the block ends."""
     counts = [0, 0]
-    tried, missed = SHELLS.tried, SHELLS.missed
+    tried, missed = len(SHELLS.placed), len(SHELLS.missed)
     if MORGUE.releasing:
         SHELLS.begin()
     try:
         yield counts
     finally:
         SHELLS.active.clear()
-        counts[0], counts[1] = SHELLS.tried - tried, SHELLS.missed - missed
+        counts[0], counts[1] = len(SHELLS.placed) - tried, len(SHELLS.missed) - missed

@@ -41,22 +41,17 @@ def stale_ids(registries: dict, dead: dict[int, str]) -> list[str]:
     return findings
 
 
-def _undeclared(stack, declared: dict):
-    """``(name, container)`` for every container found by name in the stack's modules that is not
-    among ``declared``."""
-    known = {id(registry) for registry in declared.values()}
-    for name, container in discover_containers(stack_modules(stack), {"stack": stack}).items():
-        if id(container) not in known:
-            yield name, container
-
-
 def undeclared_stale_ids(stack, declared: dict, dead: dict[int, str]) -> list[str]:
     """One line per container in the stack's modules, not among ``declared``, that holds the id of
     a dead object, named by where it was found (``package.module.NAME key``)."""
     if not dead:
         return []
+    known = {id(registry) for registry in declared.values()}
+    found = discover_containers(stack_modules(stack), {"stack": stack})
     findings = []
-    for name, container in _undeclared(stack, declared):
+    for name, container in found.items():
+        if id(container) in known:
+            continue
         for value, where in registry_ints(container).items():
             if value in dead:
                 findings.append(f"{place(name, where)} holds id {value:#x} of dead {dead[value]}{UNDECLARED}")
@@ -131,8 +126,10 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
     scan = Scan()
     if not dead:
         return scan
+    known = {id(registry) for registry in declared.values()}
     found = [(name, registry, "") for name, registry in declared.items()]
-    found += [(name, c, UNDECLARED) for name, c in _undeclared(stack, declared)]
+    found += [(name, c, UNDECLARED) for name, c in discover_containers(stack_modules(stack), {"stack": stack}).items()
+              if id(c) not in known]
     for name, container, suffix in found:
         ints = registry_ints(container)
         firsts = origins.update(name, container, ints, dead, case, model)

@@ -23,15 +23,10 @@ def missing_reason() -> str | None:
     version = release.installed_version()
     if release.major(version) == 1:
         return release.line_refusal("te", 2, "te1", version)
-    return no_cuda_reason("te")
-
-
-def no_cuda_reason(sut: str) -> str | None:
-    """Why ``--sut {sut}`` has no CUDA device to run Transformer Engine on (one line), or None."""
     import torch
 
     if not torch.backends.cuda.is_built() or torch.cuda.device_count() < 1:
-        return f"--sut {sut}: Transformer Engine needs a CUDA device, and torch sees none here"
+        return "--sut te: Transformer Engine needs a CUDA device, and torch sees none here"
     return None
 
 

@@ -31,7 +31,6 @@ import types
 
 from harness.errors import SetupError
 from harness.stacks.te import release
-from harness.stacks.te.availability import no_cuda_reason
 from harness.stacks.te1 import onnx_standins
 
 SUT = "te1"
@@ -43,7 +42,13 @@ def missing_reason() -> str | None:
         return (f"--sut {SUT}: transformer_engine is not installed here (TE 1.12 or 1.13, on a machine with "
                 f"a CUDA GPU; see README, 'How to run a TE release under the harness')")
     refusal = release.line_refusal(SUT, 1, "te", release.installed_version())
-    return refusal if refusal is not None else no_cuda_reason(SUT)
+    if refusal is not None:
+        return refusal
+    import torch
+
+    if not torch.backends.cuda.is_built() or torch.cuda.device_count() < 1:
+        return f"--sut {SUT}: Transformer Engine needs a CUDA device, and torch sees none here"
+    return None
 
 
 def require() -> None:
