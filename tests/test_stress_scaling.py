@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.bench.scaling import cpu_busy, cpu_times, gpu_utilisation, markdown, rate_after_startup, summarise
+from harness.bench.scaling import (case_times, cpu_busy, cpu_times, gpu_utilisation, markdown, rate_after_startup,
+                                   summarise)
 
 STAT_A = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\nintr 1\n"
 STAT_B = "cpu  250 0 100 900 50 0 0 0 0 0\ncpu0 1 1 1 1 1 0 0 0 0 0\n"
@@ -66,3 +67,16 @@ def test_summary_scales_the_rate_after_startup_apart_from_the_whole_runs():
     assert summarise(runs[1:], ncores=16)[0]["scaling_after_startup"] is None
     assert "| 8 | - | - | 8.0 | 0.5 | 10.0 | 0.357 |" in markdown(rows, {"command": "stress", "host": "h", "ncores": 16,
                                                                     "gpus": None, "load_start": 1.0})
+
+
+def test_case_times_are_medians_of_the_cases_run_and_reach_the_table():
+    cases = [{"outcome": "passed", "duration_s": 0.2, "wall_s": 0.3},
+             {"outcome": "failed", "duration_s": 0.4, "wall_s": 1.9},
+             {"outcome": "passed", "duration_s": 0.3, "wall_s": 0.9},
+             {"outcome": "skipped", "duration_s": 0.0, "wall_s": 0.01}]   # not run: left out
+    assert case_times(cases) == {"case_s_median": 0.3, "case_wall_s_median": 0.9}
+    assert case_times([]) == {"case_s_median": None, "case_wall_s_median": None}
+    rows = summarise([{"groups": 8, "cases_per_s": 8.0, **case_times(cases)}], ncores=16)
+    assert (rows[0]["case_s_median"], rows[0]["case_wall_s_median"]) == (0.3, 0.9)
+    text = markdown(rows, {"command": "stress", "host": "h", "ncores": 16, "gpus": None, "load_start": 1.0})
+    assert "| 0.3 | 0.9 |" in text

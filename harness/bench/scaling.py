@@ -9,14 +9,17 @@ utilisation (``/proc/stat``: the busy share of all cores between two samples). I
 small), ``summary.json`` and ``summary.md``: per N, cases, cases per second, that over N times
 the one-group figure (the target is at least 0.8), the same two figures for the cases run after
 each group's rank had started (:func:`rate_after_startup`: a run shorter than its budget, or a
-slow start, weighs on the first figure and not on these), mean and peak GPU utilisation, mean CPU
-utilisation in cores, exit code and wall time. Everything is rewritten after each run, so a
+slow start, weighs on the first figure and not on these), the median case's time on the rank and
+its wall time (:func:`case_times`), mean and peak GPU utilisation, mean CPU utilisation in
+cores, exit code and wall time. Everything is rewritten after each run, so a
 lease that ends early keeps the runs that finished. A run that would not finish within
 ``--total-s`` of the start is not begun (said in the summary).
 
 Called by ``scripts/stress-scaling`` (a GPU machine's system python3, PYTHONPATH at the
 repository). The pure parts (:func:`cpu_busy`, :func:`gpu_utilisation`,
-:func:`rate_after_startup`, :func:`summarise`) are what the tests check.
+:func:`rate_after_startup`, :func:`case_times`, :func:`summarise`) are what the tests check.
+:mod:`harness.bench.gpu_contexts` measures the one thing these figures leave open on a GPU: how
+many fresh CUDA contexts a second the processes of several groups get.
 """
 
 from __future__ import annotations
@@ -104,6 +107,15 @@ class Sampler:
         self._thread.join(timeout=30)
 
 
+def gpu_names() -> str | None:
+    """The GPUs nvidia-smi lists, by name, comma-separated (None: no nvidia-smi, or none listed)."""
+    if not shutil.which("nvidia-smi"):
+        return None
+    names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                           text=True, timeout=30).stdout.split("\n")
+    return ", ".join(n.strip() for n in names if n.strip()) or None
+
+
 def _read_cpu() -> tuple[int, int] | None:
     try:
         with open("/proc/stat") as fh:
@@ -137,6 +149,20 @@ def rate_after_startup(batches: list[dict], groups: int) -> float | None:
     return round(sum(cases[g] / seconds[g] for g in cases), 3)
 
 
+def case_times(cases: list[dict]) -> dict:
+    """Medians over the cases run (skipped ones left out) of the shared run's time on the rank
+    (``duration_s``) and of the case's wall time, from the case before it judged to it judged
+    (``wall_s``: that run, the isolated run in a fresh process with its own CUDA context, the
+    judging). Where groups are added and the second grows while the first does not, the time goes
+    outside the shared run."""
+    run = [c for c in cases if c.get("outcome") != "skipped"]
+
+    def median(key):
+        values = sorted(c[key] for c in run if isinstance(c.get(key), (int, float)))
+        return round(values[len(values) // 2], 4) if values else None
+    return {"case_s_median": median("duration_s"), "case_wall_s_median": median("wall_s")}
+
+
 def _ratio(rate, base, groups):
     return round(rate / (base * groups), 3) if (rate and base) else None
 
@@ -153,7 +179,8 @@ def summarise(runs: list[dict], ncores: int, base_rate: float | None = None,
     rows = []
     for r in runs:
         row = {k: r.get(k) for k in ("groups", "exit_code", "wall_s", "cases", "cases_per_s",
-                                     "cases_per_s_after_startup", "note")}
+                                     "cases_per_s_after_startup", "case_s_median", "case_wall_s_median",
+                                     "note")}
         row["scaling"] = _ratio(r.get("cases_per_s"), base, r["groups"])
         row["meets_target"] = None if row["scaling"] is None else row["scaling"] >= TARGET
         row["scaling_after_startup"] = _ratio(r.get("cases_per_s_after_startup"), base_running, r["groups"])
@@ -171,12 +198,14 @@ def markdown(rows: list[dict], meta: dict) -> str:
              f"{meta['host']}, {meta['ncores']} cores, GPUs: {meta['gpus'] or 'none seen by nvidia-smi'}; "
              f"load average at start {meta['load_start']}, at end {meta.get('load_end', '?')}", "",
              "| groups | exit | cases | cases/s | vs N x one group (>= 0.8) | cases/s after start-up | vs N x one "
-             "group | CPU cores busy | GPU util mean % | GPU util peak % | wall s | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "group | CPU cores busy | GPU util mean % | GPU util peak % | case s on rank (median) | case wall s "
+             "(median) | wall s | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| " + " | ".join("-" if r.get(k) is None else str(r[k]) for k in (
             "groups", "exit_code", "cases", "cases_per_s", "scaling", "cases_per_s_after_startup",
-            "scaling_after_startup", "cpu_cores_busy", "gpu_util_mean_pct", "gpu_util_peak_pct", "wall_s",
+            "scaling_after_startup", "cpu_cores_busy", "gpu_util_mean_pct", "gpu_util_peak_pct", "case_s_median",
+            "case_wall_s_median", "wall_s",
             "note")) + " |")
     return "\n".join(lines) + "\n"
 
@@ -220,10 +249,7 @@ def main(argv=None) -> int:
     meta = {"command": " ".join(["python -m harness stress"] + stress_args + ["--minutes", f"{args.minutes:g}"]),
             "host": os.uname().nodename, "ncores": ncores, "load_start": round(os.getloadavg()[0], 2),
             "gpus": None, "base_rate": args.base_rate, "base_after_startup": args.base_rate_after_startup}
-    if shutil.which("nvidia-smi"):
-        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                               text=True, timeout=30).stdout.split("\n")
-        meta["gpus"] = ", ".join(n.strip() for n in names if n.strip()) or None
+    meta["gpus"] = gpu_names()
     runs: list[dict] = []
     try:
         for n in args.groups_list:
@@ -253,6 +279,7 @@ def main(argv=None) -> int:
                 run["cases"] = report["totals"]["cases"]
                 run["cases_per_s"] = report["totals"]["cases_per_s"]
                 run["cases_per_s_after_startup"] = rate_after_startup(report.get("batches") or [], n)
+                run.update(case_times(report.get("cases") or []))
                 report.pop("cases", None)
                 write_atomic(os.path.join(args.out, f"stress-g{n}.json"), json.dumps(report, indent=1))
             except (OSError, ValueError, KeyError) as exc:

@@ -1,0 +1,228 @@
+"""``python -m harness.bench.gpu_contexts``: how many fresh processes a second get their CUDA context, K at a time.
+
+Every isolated run of a case on a GPU stack starts in a freshly forked child of the rank's
+zygote, which creates its own CUDA context before the case runs (:mod:`harness.runner.rank.zygote`):
+one fresh context per case. With N stress groups side by side, N zygotes fork such children at
+once. Where a run with more groups does not run more cases while cores and the GPU are idle,
+this tells whether fresh contexts are what is served one at a time.
+
+For each K of ``--procs``: K workers, each forking one child after another for ``--seconds``;
+each child does ``--work`` and exits:
+
+* ``context``: creates its CUDA context on GPU 0 (a one-element tensor) and synchronises;
+* ``te``: that, then one small Transformer Engine ``Linear`` forward and backward under FP8
+  autocast (the first use of TE's kernels in a fresh context, as an isolated case's first step);
+* ``cpu``: a CPU tensor only, the same processes without a GPU (a dry run).
+
+It reports children finished per second (all workers together), the median and 90th-percentile
+time of one child (fork to exit), failed children, and the cores' and GPU's utilisation sampled
+meanwhile, and writes ``gpu-contexts.json`` and ``gpu-contexts.md`` under ``--out``. The workers
+are forked from this process after torch (and, for ``te``, TE) is imported and before CUDA is
+started, as the zygote is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import time
+
+from harness.bench.scaling import Sampler, _mean, gpu_names
+from harness.errors import HarnessError, OneLineParser, UsageError
+from harness.report.model import write_atomic
+
+WORKS = ("context", "te", "cpu")
+
+
+def _child(work: str, te_mods) -> None:
+    import torch
+
+    if work == "cpu":
+        torch.ones(64).sum().item()
+        return
+    device = torch.device("cuda", 0)
+    torch.zeros(1, device=device)
+    if work == "te":
+        from harness.stacks.te.model import autocast
+
+        layer = te_mods.te.Linear(32, 32, params_dtype=torch.float32, device=device)
+        x = torch.randn(16, 32, device=device, requires_grad=True)
+        with autocast(te_mods.te, te_mods.recipe.DelayedScaling(), None):
+            y = layer(x)
+        y.sum().backward()
+    torch.cuda.synchronize(device)
+
+
+def _worker(work: str, te_mods, deadline: float, fd: int) -> None:
+    """Forks children one after another until ``deadline``; writes [[seconds, exit code], ...]."""
+    times = []
+    while time.monotonic() < deadline:
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _child(work, te_mods)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        times.append([round(time.monotonic() - t0, 4), os.waitstatus_to_exitcode(status)])
+    os.write(fd, json.dumps(times).encode())
+
+
+def measure(work: str, procs: int, seconds: float, te_mods=None) -> dict:
+    """K = ``procs`` workers forking children for ``seconds``; the figures of one row."""
+    start = time.monotonic()
+    deadline = start + seconds
+    workers = []
+    try:
+        for _ in range(procs):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    os.close(r)
+                    _worker(work, te_mods, deadline, w)
+                except BaseException:
+                    code = 1
+                os._exit(code)
+            os.close(w)
+            workers.append((pid, r))
+        times = []
+        for pid, r in workers:
+            chunks = []
+            while True:
+                chunk = os.read(r, 65536)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            os.close(r)
+            os.waitpid(pid, 0)
+            times.extend(json.loads(b"".join(chunks) or b"[]"))
+        workers = []
+    finally:
+        for pid, _ in workers:               # interrupted: no worker outlives this process
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+    return row(work, procs, times, time.monotonic() - start)
+
+
+def row(work: str, procs: int, times: list[list[float]], elapsed_s: float) -> dict:
+    """Children per second, child time median and 90th percentile, failures, from
+    ``times`` ([seconds, exit code] per child) over ``elapsed_s``."""
+    ok = sorted(t for t, code in times if code == 0)
+    return {"work": work, "procs": procs, "children": len(times), "failed": len(times) - len(ok),
+            "elapsed_s": round(elapsed_s, 2),
+            "children_per_s": round(len(ok) / elapsed_s, 3) if elapsed_s > 0 else None,
+            "child_s_median": round(statistics.median(ok), 4) if ok else None,
+            "child_s_p90": round(ok[min(len(ok) - 1, int(0.9 * len(ok)))], 4) if ok else None}
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"# fresh CUDA contexts, K processes at a time: {meta['command']}", "",
+             f"{meta['host']}, {meta['ncores']} cores, GPUs: {meta['gpus'] or 'none seen by nvidia-smi'}", "",
+             "| work | K | children | failed | children/s | vs K x one | child s median | child s p90 "
+             "| CPU cores busy | GPU util mean % | GPU util peak % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append("| " + " | ".join("-" if r.get(k) is None else str(r[k]) for k in (
+            "work", "procs", "children", "failed", "children_per_s", "scaling", "child_s_median", "child_s_p90",
+            "cpu_cores_busy", "gpu_util_mean_pct", "gpu_util_peak_pct")) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def with_scaling(rows: list[dict]) -> list[dict]:
+    """Each row's children/s over K times its work's one-process figure (None without one)."""
+    base = {r["work"]: r["children_per_s"] for r in rows if r["procs"] == 1 and r.get("children_per_s")}
+    for r in rows:
+        b = base.get(r["work"])
+        r["scaling"] = round(r["children_per_s"] / (b * r["procs"]), 3) if b and r.get("children_per_s") else None
+    return rows
+
+
+def _procs_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--procs must be whole numbers separated by commas, got {text!r}")
+    if not values or any(v < 1 or v > 64 for v in values):
+        raise argparse.ArgumentTypeError(f"--procs must be whole numbers from 1 to 64, got {text!r}")
+    return values
+
+
+def build_parser():
+    p = OneLineParser(prog="python -m harness.bench.gpu_contexts", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="folder for gpu-contexts.json and gpu-contexts.md")
+    p.add_argument("--procs", type=_procs_list, default=[1, 2, 4, 8, 16])
+    p.add_argument("--work", action="append", choices=WORKS,
+                   help="what each child does (repeatable; default: context, then te)")
+    p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--sample-s", type=float, default=1.0)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    works = args.work or ["context", "te"]
+    if args.seconds <= 0 or args.sample_s <= 0:
+        raise UsageError("--seconds and --sample-s must be > 0")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out {args.out!r} exists and is not a folder")
+    import torch
+
+    te_mods = None
+    if any(w != "cpu" for w in works):
+        from harness.stacks.te import gpus
+
+        if not gpus.visible_gpus():
+            raise UsageError(f"--work {','.join(w for w in works if w != 'cpu')}: no GPU visible here "
+                             "(NVML); --work cpu runs the same processes without one")
+    if "te" in works:
+        from harness.stacks.te import availability
+
+        availability.require()
+        te_mods = availability.te_modules()
+        import harness.stacks.te.model  # noqa: F401  (imported here, not in every child)
+    if torch.cuda.is_initialized():
+        raise UsageError("CUDA was started before the workers were forked; their children could not use it")
+    os.makedirs(args.out, exist_ok=True)
+    ncores = os.cpu_count() or 1
+    meta = {"command": "python -m harness.bench.gpu_contexts " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "host": os.uname().nodename, "ncores": ncores, "gpus": gpu_names()}
+    rows: list[dict] = []
+    for work in works:
+        for k in args.procs:
+            sampler = Sampler(args.sample_s).start()
+            try:
+                r = measure(work, k, args.seconds, te_mods)
+            finally:
+                sampler.stop()
+            per_sample = [sum(s) / len(s) for s in sampler.gpu if s]
+            r.update(cpu_cores_busy=None if not sampler.cpu else round(_mean(sampler.cpu) * ncores, 2),
+                     gpu_util_mean_pct=_mean(per_sample),
+                     gpu_util_peak_pct=max((max(s) for s in sampler.gpu if s), default=None))
+            rows.append(r)
+            print(f"gpu_contexts: {work} K={k}: {r['children']} children, {r['children_per_s']}/s", file=sys.stderr,
+                  flush=True)
+            with_scaling(rows)
+            write_atomic(os.path.join(args.out, "gpu-contexts.json"), json.dumps({"meta": meta, "rows": rows}, indent=1))
+            write_atomic(os.path.join(args.out, "gpu-contexts.md"), markdown(rows, meta))
+    print(markdown(rows, meta))
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
