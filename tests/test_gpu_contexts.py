@@ -16,9 +16,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_row_counts_failed_children_apart_and_takes_medians_of_the_rest():
-    r = row("context", 2, [[0.3, 0], [0.5, 0], [0.4, 0], [9.0, 1]], elapsed_s=2.0)
+    r = row("context", 2, [[0.3, 0, 0.01, 0.2, 0.09], [0.5, 0, 0.02, 0.3, 0.18], [0.4, 0, 0.03, 0.25, 0.12],
+                           [9.0, 1, 0.5, 8.0, 0.5]], elapsed_s=2.0)
     assert (r["children"], r["failed"], r["children_per_s"]) == (4, 1, 1.5)
     assert (r["child_s_median"], r["child_s_p90"]) == (0.4, 0.5)
+    assert (r["fork_s_median"], r["work_s_median"], r["exit_s_median"]) == (0.02, 0.25, 0.12)
     empty = row("context", 1, [], elapsed_s=1.0)
     assert (empty["children_per_s"], empty["child_s_median"]) == (0.0, None)
 
@@ -39,6 +41,8 @@ def test_dry_run_forks_the_workers_and_children_and_leaves_none(tmp_path):
     rows = json.loads((tmp_path / "gpu-contexts.json").read_text())["rows"]
     assert [(r["work"], r["procs"]) for r in rows] == [("cpu", 1), ("cpu", 2)]
     assert all(r["children"] > 0 and r["failed"] == 0 for r in rows)
+    # each part of a child's time is measured
+    assert all(0 <= r["fork_s_median"] and 0 <= r["work_s_median"] and 0 <= r["exit_s_median"] for r in rows)
     assert (tmp_path / "gpu-contexts.md").read_text().startswith("# fresh CUDA contexts")
 
 

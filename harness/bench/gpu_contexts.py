@@ -15,7 +15,8 @@ each child does ``--work`` and exits:
 * ``cpu``: a CPU tensor only, the same processes without a GPU (a dry run).
 
 It reports children finished per second (all workers together), the median and 90th-percentile
-time of one child (fork to exit), failed children, and the cores' and GPU's utilisation sampled
+time of one child (fork to exit) and the medians of its parts (the fork, the work, and from the
+work's end to the child reaped: the context's teardown), failed children, and the cores' and GPU's utilisation sampled
 meanwhile, and writes ``gpu-contexts.json`` and ``gpu-contexts.md`` under ``--out``. The workers
 are forked from this process after torch (and, for ``te``, TE) is imported and before CUDA is
 started, as the zygote is.
@@ -28,6 +29,7 @@ import json
 import os
 import signal
 import statistics
+import struct
 import sys
 import time
 
@@ -58,20 +60,31 @@ def _child(work: str, te_mods) -> None:
 
 
 def _worker(work: str, te_mods, deadline: float, fd: int) -> None:
-    """Forks children one after another until ``deadline``; writes [[seconds, exit code], ...]."""
+    """Forks children one after another until ``deadline``; writes one [seconds, exit code,
+    fork s, work s, exit s] per child: fork to exit, and its three parts (fork to the child's first
+    line, the work, the work's end to the child reaped, which holds the context's teardown)."""
     times = []
     while time.monotonic() < deadline:
+        r, w = os.pipe()
         t0 = time.monotonic()
         pid = os.fork()
         if pid == 0:
             code = 0
+            began = time.monotonic()
             try:
                 _child(work, te_mods)
             except BaseException:
                 code = 1
+            os.write(w, struct.pack("<dd", began, time.monotonic()))
             os._exit(code)
+        os.close(w)
         _, status = os.waitpid(pid, 0)
-        times.append([round(time.monotonic() - t0, 4), os.waitstatus_to_exitcode(status)])
+        t3 = time.monotonic()
+        data = os.read(r, 16)
+        os.close(r)
+        began, ended = struct.unpack("<dd", data) if len(data) == 16 else (t0, t3)
+        times.append([round(t3 - t0, 4), os.waitstatus_to_exitcode(status), round(began - t0, 4),
+                      round(ended - began, 4), round(t3 - ended, 4)])
     os.write(fd, json.dumps(times).encode())
 
 
@@ -117,26 +130,32 @@ def measure(work: str, procs: int, seconds: float, te_mods=None) -> dict:
 
 
 def row(work: str, procs: int, times: list[list[float]], elapsed_s: float) -> dict:
-    """Children per second, child time median and 90th percentile, failures, from
-    ``times`` ([seconds, exit code] per child) over ``elapsed_s``."""
-    ok = sorted(t for t, code in times if code == 0)
+    """Children per second, child time median and 90th percentile, the medians of its parts
+    (fork, work, exit), failures, from ``times`` (per child: seconds, exit code, then the parts)
+    over ``elapsed_s``."""
+    ok = [t for t in times if t[1] == 0]
+    total = sorted(t[0] for t in ok)
+
+    def median(i):
+        values = [t[i] for t in ok if len(t) > i]
+        return round(statistics.median(values), 4) if values else None
     return {"work": work, "procs": procs, "children": len(times), "failed": len(times) - len(ok),
             "elapsed_s": round(elapsed_s, 2),
             "children_per_s": round(len(ok) / elapsed_s, 3) if elapsed_s > 0 else None,
-            "child_s_median": round(statistics.median(ok), 4) if ok else None,
-            "child_s_p90": round(ok[min(len(ok) - 1, int(0.9 * len(ok)))], 4) if ok else None}
+            "child_s_median": median(0), "child_s_p90": total[min(len(total) - 1, int(0.9 * len(total)))] if ok else None,
+            "fork_s_median": median(2), "work_s_median": median(3), "exit_s_median": median(4)}
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# fresh CUDA contexts, K processes at a time: {meta['command']}", "",
              f"{meta['host']}, {meta['ncores']} cores, GPUs: {meta['gpus'] or 'none seen by nvidia-smi'}", "",
              "| work | K | children | failed | children/s | vs K x one | child s median | child s p90 "
-             "| CPU cores busy | GPU util mean % | GPU util peak % |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| fork s | work s | exit s | CPU cores busy | GPU util mean % | GPU util peak % |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append("| " + " | ".join("-" if r.get(k) is None else str(r[k]) for k in (
             "work", "procs", "children", "failed", "children_per_s", "scaling", "child_s_median", "child_s_p90",
-            "cpu_cores_busy", "gpu_util_mean_pct", "gpu_util_peak_pct")) + " |")
+            "fork_s_median", "work_s_median", "exit_s_median", "cpu_cores_busy", "gpu_util_mean_pct", "gpu_util_peak_pct")) + " |")
     return "\n".join(lines) + "\n"
 
 
