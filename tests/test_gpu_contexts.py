@@ -30,16 +30,21 @@ def test_scaling_is_against_k_times_the_same_works_one_process_figure():
                          row("te", 4, [[0.1, 0]] * 20, 1.0)])
     assert [r["scaling"] for r in rows] == [1.0, 0.25, None]      # te has no one-process figure
     text = markdown(rows, {"command": "c", "host": "h", "ncores": 16, "gpus": None})
-    assert "| context | 8 | 20 | 0 | 20.0 | 0.25 |" in text
+    assert "| context | fork | 8 | 20 | 0 | 20.0 | 0.25 |" in text
+    # spawned workers are scaled against spawned workers' one-process figure only
+    spawned = with_scaling(rows + [row("context", 2, [[0.1, 0]] * 10, 1.0, workers="spawn")])
+    assert spawned[-1]["scaling"] is None
 
 
 def test_dry_run_forks_the_workers_and_children_and_leaves_none(tmp_path):
     done = subprocess.run([sys.executable, "-m", "harness.bench.gpu_contexts", "--out", str(tmp_path), "--work", "cpu",
-                           "--procs", "1,2", "--seconds", "0.5", "--sample-s", "0.2"],
+                           "--procs", "1,2", "--seconds", "0.5", "--sample-s", "0.2", "--workers", "fork",
+                           "--workers", "spawn"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = json.loads((tmp_path / "gpu-contexts.json").read_text())["rows"]
-    assert [(r["work"], r["procs"]) for r in rows] == [("cpu", 1), ("cpu", 2)]
+    assert [(r["work"], r["workers"], r["procs"]) for r in rows] == [("cpu", "fork", 1), ("cpu", "fork", 2),
+                                                                      ("cpu", "spawn", 1), ("cpu", "spawn", 2)]
     assert all(r["children"] > 0 and r["failed"] == 0 for r in rows)
     # each part of a child's time is measured
     assert all(0 <= r["fork_s_median"] and 0 <= r["work_s_median"] and 0 <= r["exit_s_median"] for r in rows)
