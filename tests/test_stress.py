@@ -270,3 +270,19 @@ def test_an_out_folder_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: --out {str(blocker / 'out')!r} cannot be created"), lines
+
+
+def test_no_isolation_reaches_every_group_and_every_replay_command(runs, tmp_path):
+    # isolation is on by default ...
+    assert runs["patched"].result().returncode == 0
+    assert _load(runs["patched"].out)["config"]["isolation"] is True
+    # ... and --no-isolation turns it off in each group, and in the commands that replay a batch
+    out = tmp_path / "noiso"
+    done = subprocess.run(_stress_cmd(out, "--sut", "emulated-patched", "--world-size", "1", "--no-isolation",
+                                      "--groups", "2", "--max-cases", "4", "--minutes", "0.5"),
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    reports = [_load(out)] + [_load(out / f"group-{g}") for g in (0, 1)]
+    assert [r["config"]["isolation"] for r in reports] == [False, False, False]
+    assert reports[0]["totals"]["cases"] == 4
+    assert all(shlex.split(b["replay"])[-1] == "--no-isolation" for b in reports[0]["batches"])

@@ -78,8 +78,9 @@ OPTIONS = (
     Option("--deadline", "deadline_s", "seconds per collective or buffer wait",
            parse=float),
     Option("--strict", "strict", "retention findings fail the case", Kind.SET, pytest_flag="--harness-strict"),
-    Option("--no-isolation", "isolation", "skip the isolated re-run of each case", Kind.CLEAR,
-           fronts=frozenset({Front.RUN, Front.PYTEST})),
+    Option("--no-isolation", "isolation", "skip the isolated re-run of each case (stress: more cases a second "
+                                          "where fresh processes are what limits them, no isolation oracle)",
+           Kind.CLEAR, fronts=frozenset({Front.RUN, Front.PYTEST, Front.STRESS})),
     Option("--no-precheck", "precheck", "issue collectives without comparing their shapes across ranks first "
                                         "(a mismatch then reaches the backend: a crash or a hang, reported as such)",
            Kind.CLEAR),
