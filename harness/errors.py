@@ -37,3 +37,17 @@ class DeadlineExceeded(HarnessError):
 
     def __reduce__(self):
         return (DeadlineExceeded, (self.what, self.seconds, self.where))
+
+
+def exit_from(main) -> None:
+    """A ``python -m`` entry point's last line: exits with ``main()``'s code, or, for a
+    :class:`HarnessError` (bad input, an environment that cannot run it), with its message as one
+    line on stderr and code 2."""
+    import sys
+
+    try:
+        code = main()
+    except HarnessError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = 2
+    sys.exit(code)

@@ -35,8 +35,8 @@ import subprocess
 import sys
 import time
 
-from harness.bench.scaling import Sampler, _mean, gpu_names
-from harness.errors import HarnessError, OneLineParser, UsageError
+from harness.bench.scaling import Sampler, _mean, gpu_names, whole_numbers
+from harness.errors import HarnessError, OneLineParser, UsageError, exit_from
 from harness.report.model import write_atomic
 
 WORKS = ("context", "te", "cpu")
@@ -237,20 +237,10 @@ def with_scaling(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _procs_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--procs must be whole numbers separated by commas, got {text!r}")
-    if not values or any(v < 1 or v > 64 for v in values):
-        raise argparse.ArgumentTypeError(f"--procs must be whole numbers from 1 to 64, got {text!r}")
-    return values
-
-
 def build_parser():
     p = OneLineParser(prog="python -m harness.bench.gpu_contexts", description=__doc__.splitlines()[0])
     p.add_argument("--out", help="folder for gpu-contexts.json and gpu-contexts.md")
-    p.add_argument("--procs", type=_procs_list, default=[1, 2, 4, 8, 16])
+    p.add_argument("--procs", type=whole_numbers("--procs", most=64), default=[1, 2, 4, 8, 16])
     p.add_argument("--work", action="append", choices=WORKS,
                    help="what each child does (repeatable; default: context, then te)")
     p.add_argument("--workers", action="append", choices=("fork", "spawn"),
@@ -307,8 +297,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except HarnessError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    exit_from(main)

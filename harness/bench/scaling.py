@@ -34,7 +34,7 @@ import tempfile
 import threading
 import time
 
-from harness.errors import OneLineParser, UsageError
+from harness.errors import OneLineParser, UsageError, exit_from
 from harness.report.model import write_atomic
 
 TARGET = 0.8            # cases/s with N groups at least TARGET * N * the one-group figure
@@ -210,20 +210,24 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _groups_list(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--groups-list must be whole numbers separated by commas, got {text!r}")
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"--groups-list must be whole numbers >= 1, got {text!r}")
-    return values
+def whole_numbers(flag: str, most: int | None = None):
+    """An argparse type for ``flag``: whole numbers from 1 (to ``most``) separated by commas."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(v) for v in text.split(",") if v.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be whole numbers separated by commas, got {text!r}")
+        if not values or any(v < 1 or (most is not None and v > most) for v in values):
+            bound = f"from 1 to {most}" if most is not None else ">= 1"
+            raise argparse.ArgumentTypeError(f"{flag} must be whole numbers {bound}, got {text!r}")
+        return values
+    return parse
 
 
 def build_parser():
     p = OneLineParser(prog="python -m harness.bench.scaling", description=__doc__.splitlines()[0])
     p.add_argument("--out", required=True, help="folder for stress-g<N>.json, summary.json, summary.md")
-    p.add_argument("--groups-list", type=_groups_list, default=[1, 2, 4, 8])
+    p.add_argument("--groups-list", type=whole_numbers("--groups-list"), default=[1, 2, 4, 8])
     p.add_argument("--minutes", type=float, default=2.0)
     p.add_argument("--sample-s", type=float, default=2.0)
     p.add_argument("--total-s", type=float, default=None, help="begin no run that could end after this")
@@ -301,8 +305,4 @@ def _save(out: str, runs: list[dict], meta: dict, ncores: int) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    exit_from(main)
