@@ -103,6 +103,7 @@ def test_front_ends_parse_the_same_option_the_same_way():
     args = parser.parse_args(["--reuse", "asymmetric:1", "--deadline", "4", "--no-precheck", "--strict"])
     assert args.reuse == ReusePolicy.parse("asymmetric:1") and args.deadline_s == 4.0
     assert args.precheck is False and args.strict is True and args.world_size is None
+    assert parser.parse_args(["--no-isolation"]).isolation is False
     with pytest.raises(SystemExit):
-        parser.parse_args(["--no-isolation"])          # stress always re-runs cases alone
+        parser.parse_args(["--reset-between-cases"])   # a run-only option: stress draws its own cases
     assert {o.kind for o in OPTIONS} == set(Kind)
