@@ -42,7 +42,11 @@ def test_dry_run_forks_the_workers_and_children_and_leaves_none(tmp_path):
                            "--workers", "spawn"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    rows = json.loads((tmp_path / "gpu-contexts.json").read_text())["rows"]
+    report = json.loads((tmp_path / "gpu-contexts.json").read_text())
+    rows = report["rows"]
+    # the children create their contexts as --sut te's do, with one connection, and the report says so
+    assert report["meta"]["cuda_device_max_connections"] == "1"
+    assert "CUDA_DEVICE_MAX_CONNECTIONS=1" in (tmp_path / "gpu-contexts.md").read_text()
     assert [(r["work"], r["workers"], r["procs"]) for r in rows] == [("cpu", "fork", 1), ("cpu", "fork", 2),
                                                                       ("cpu", "spawn", 1), ("cpu", "spawn", 2)]
     assert all(r["children"] > 0 and r["failed"] == 0 for r in rows)
@@ -52,7 +56,8 @@ def test_dry_run_forks_the_workers_and_children_and_leaves_none(tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [(["--procs", "0"], "--procs"), (["--procs", "x"], "--procs"),
-                                        (["--seconds", "0", "--work", "cpu"], "--seconds")])
+                                        (["--seconds", "0", "--work", "cpu"], "--seconds"),
+                                        (["--max-connections", "-1", "--work", "cpu"], "--max-connections")])
 def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, says):
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-m", "harness.bench.gpu_contexts", "--out", str(out), *args],

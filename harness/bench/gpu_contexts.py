@@ -215,7 +215,8 @@ def row(work: str, procs: int, times: list[list[float]], elapsed_s: float, worke
 
 def markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# fresh CUDA contexts, K processes at a time: {meta['command']}", "",
-             f"{meta['host']}, {meta['ncores']} cores, GPUs: {meta['gpus'] or 'none seen by nvidia-smi'}", "",
+             f"{meta['host']}, {meta['ncores']} cores, GPUs: {meta['gpus'] or 'none seen by nvidia-smi'}; "
+             f"CUDA_DEVICE_MAX_CONNECTIONS={meta.get('cuda_device_max_connections') or 'unset'}", "",
              "| work | workers | K | children | failed | children/s | vs K x one | child s median | child s p90 "
              "| fork s | work s | exit s | CPU cores busy | GPU util mean % | GPU util peak % |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -246,6 +247,9 @@ def build_parser():
     p.add_argument("--workers", action="append", choices=("fork", "spawn"),
                    help="workers forked from this process, or each a fresh interpreter (repeatable; default fork)")
     p.add_argument("--seconds", type=float, default=8.0)
+    p.add_argument("--max-connections", type=int, default=1,
+                   help="CUDA_DEVICE_MAX_CONNECTIONS for the children (default 1, as --sut te sets it for its "
+                        "ranks and their zygotes; 0: as the environment has it, CUDA's 8 when unset)")
     p.add_argument("--worker", choices=WORKS, help=argparse.SUPPRESS)
     p.add_argument("--sample-s", type=float, default=1.0)
     return p
@@ -261,6 +265,10 @@ def main(argv=None) -> int:
     works = args.work or ["context", "te"]
     if args.seconds <= 0 or args.sample_s <= 0:
         raise UsageError("--seconds and --sample-s must be > 0")
+    if args.max_connections < 0:
+        raise UsageError("--max-connections must be >= 0")
+    if args.max_connections:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = str(args.max_connections)   # children inherit it
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out!r} exists and is not a folder")
     if any(w != "cpu" for w in works):
@@ -273,7 +281,8 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     ncores = os.cpu_count() or 1
     meta = {"command": "python -m harness.bench.gpu_contexts " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "host": os.uname().nodename, "ncores": ncores, "gpus": gpu_names()}
+            "host": os.uname().nodename, "ncores": ncores, "gpus": gpu_names(),
+            "cuda_device_max_connections": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}
     rows: list[dict] = []
     for work, workers in [(w, m) for w in works for m in args.workers or ["fork"]]:
         for k in args.procs:
