@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from harness.bench.scaling import Sampler, _mean, gpu_names, whole_numbers
+from harness.bench.scaling import Sampler, _mean, gpu_names, utilisation, whole_numbers
 from harness.errors import HarnessError, OneLineParser, UsageError, exit_from
 from harness.report.model import write_atomic
 
@@ -175,7 +175,6 @@ def _spawned_worker(work: str) -> None:
     sys.stdout.buffer.write(b"ready\n")
     sys.stdout.buffer.flush()
     deadline = float(sys.stdin.readline())
-    sys.stdout.flush()
     _worker(work, te_mods, deadline, sys.stdout.fileno())
 
 
@@ -291,10 +290,7 @@ def main(argv=None) -> int:
                 r = measure(work, k, args.seconds, te_mods, workers)
             finally:
                 sampler.stop()
-            per_sample = [sum(s) / len(s) for s in sampler.gpu if s]
-            r.update(cpu_cores_busy=None if not sampler.cpu else round(_mean(sampler.cpu) * ncores, 2),
-                     gpu_util_mean_pct=_mean(per_sample),
-                     gpu_util_peak_pct=max((max(s) for s in sampler.gpu if s), default=None))
+            r.update(utilisation(_mean(sampler.cpu), sampler.gpu, ncores))
             rows.append(r)
             print(f"gpu_contexts: {work} {workers} K={k}: {r['children']} children, {r['children_per_s']}/s", file=sys.stderr,
                   flush=True)

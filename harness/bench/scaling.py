@@ -163,6 +163,15 @@ def case_times(cases: list[dict]) -> dict:
     return {"case_s_median": median("duration_s"), "case_wall_s_median": median("wall_s")}
 
 
+def utilisation(cpu_mean: float | None, gpu_samples: list[list[float]], ncores: int) -> dict:
+    """A run's utilisation figures: the cores busy on average (the busy share times the cores),
+    and the GPUs' mean (each sample's mean over the GPUs, averaged) and peak, in percent."""
+    per_sample = [sum(s) / len(s) for s in gpu_samples if s]
+    return {"cpu_cores_busy": None if cpu_mean is None else round(cpu_mean * ncores, 2),
+            "gpu_util_mean_pct": _mean(per_sample),
+            "gpu_util_peak_pct": max((max(s) for s in gpu_samples if s), default=None)}
+
+
 def _ratio(rate, base, groups):
     return round(rate / (base * groups), 3) if (rate and base) else None
 
@@ -184,11 +193,7 @@ def summarise(runs: list[dict], ncores: int, base_rate: float | None = None,
         row["scaling"] = _ratio(r.get("cases_per_s"), base, r["groups"])
         row["meets_target"] = None if row["scaling"] is None else row["scaling"] >= TARGET
         row["scaling_after_startup"] = _ratio(r.get("cases_per_s_after_startup"), base_running, r["groups"])
-        row["cpu_cores_busy"] = None if r.get("cpu_mean") is None else round(r["cpu_mean"] * ncores, 2)
-        gpus = r.get("gpu_samples") or []
-        per_sample = [sum(s) / len(s) for s in gpus if s]
-        row["gpu_util_mean_pct"] = _mean(per_sample)
-        row["gpu_util_peak_pct"] = max((max(s) for s in gpus if s), default=None)
+        row.update(utilisation(r.get("cpu_mean"), r.get("gpu_samples") or [], ncores))
         rows.append(row)
     return rows
 
@@ -252,8 +257,7 @@ def main(argv=None) -> int:
     started = time.monotonic()
     meta = {"command": " ".join(["python -m harness stress"] + stress_args + ["--minutes", f"{args.minutes:g}"]),
             "host": os.uname().nodename, "ncores": ncores, "load_start": round(os.getloadavg()[0], 2),
-            "gpus": None, "base_rate": args.base_rate, "base_after_startup": args.base_rate_after_startup}
-    meta["gpus"] = gpu_names()
+            "gpus": gpu_names(), "base_rate": args.base_rate, "base_after_startup": args.base_rate_after_startup}
     runs: list[dict] = []
     try:
         for n in args.groups_list:
