@@ -116,6 +116,29 @@ def test_a_differing_step_is_named_with_both_values_and_bit_patterns(tmp_path, c
     assert first["a"]["bits"] == "0x" + bits[0] and first["b"]["value"] == repr(doubled.item())
 
 
+def test_a_tensor_compared_in_one_report_only_is_still_equal(tmp_path, capsys):
+    # One run's reference compared a tensor the other's did not (a narrower reference, as TE's):
+    # the bits are the same, so the case is equal; a changed bit next to it is still found.
+    def one_case(change=None, compared=True):
+        rr = RunReport("emulated-patched", "spawn", 2, 0, "off", complete=True)
+        recs = {r: records(CASES["repro/cross-rank"], r, 0, change) for r in range(2)}
+        if not compared:
+            for rec in recs.values():
+                rec["compared"] = [False] * len(rec["compared"])
+        rr.cases.append(CaseReport("repro/cross-rank", "passed", tensors=table(recs)))
+        return rr.to_dict()
+
+    a = write(tmp_path, "a.json", one_case())
+    b = write(tmp_path, "b.json", one_case(compared=False))
+    assert all(e.compared for e in entries(json.loads(open(a).read())["cases"][0]["tensors"], "a").values())
+    assert not any(e.compared for e in entries(json.loads(open(b).read())["cases"][0]["tensors"], "b").values())
+    code, out, _ = run_diff(capsys, a, b)
+    assert code == 0 and out.splitlines()[-1] == "1 cases: 1 equal"
+    c = write(tmp_path, "c.json", one_case(change=double_scale_at(1, 2, "layer0.weight"), compared=False))
+    code, out, _ = run_diff(capsys, a, c)
+    assert code == 1 and "first: model 1 step 2 rank 0 layer0.weight scale (compared)" in out
+
+
 def test_a_differing_tensor_of_many_elements_is_named_with_both_digests(tmp_path, capsys):
     def change(m, t, snap):
         if (m, t) == (0, 1):

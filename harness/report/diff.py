@@ -47,7 +47,11 @@ class Side:
     token: str | None            # None: the tensor is not in this report
     dtype: str = ""
     shape: str = ""
-    compared: bool = False
+    compared: bool = False       # the run's reference compared it: shown, never part of equality
+
+    def numerics(self) -> tuple | None:
+        """What two sides must share to be equal: the tensor's bits, dtype and shape."""
+        return None if self.token is None else (self.token, self.dtype, self.shape)
 
     def text(self) -> str:
         if self.token is None:
@@ -165,7 +169,7 @@ def diff_case(name: str, a: dict | None, b: dict | None) -> CaseDiff:
         return CaseDiff(name, Status.NOT_RUN, forced, note=note or why)
     keys = list(ea) + [k for k in eb if k not in ea]
     keys.sort(key=lambda k: (ea.get(k) or eb[k]).order())        # stable: the recorded order within a step
-    differing = [k for k in keys if _side(ea.get(k)) != _side(eb.get(k))]
+    differing = [k for k in keys if _side(ea.get(k)).numerics() != _side(eb.get(k)).numerics()]
     if not differing:
         return CaseDiff(name, Status.EQUAL, forced, tensors=len(keys), note=note)
     repro = tuple(dict.fromkeys(c["repro"] for c in (a, b) if c.get("repro")))
