@@ -23,6 +23,19 @@ def test_mis_scaled_chunk_is_caught_by_buffer_integrity():
     assert "qkv" in case.detail and "rank" in case.detail, case.detail
 
 
+def test_a_buffer_integrity_failure_leaves_the_next_case_fresh_communicators():
+    # A chunk that fails integrity fails its operation, which leaves the communicator's counters
+    # out of step (poisoned). The communicators outlive cases, so unless the group is recycled
+    # the next case that uses them errors on the first case's failure instead of being judged.
+    names = ["userbuffers/column", "userbuffers/column-bias"]
+    report = _run("tests.stacks.scale_skew:INPUT_SCALE_SKEW", "natural", names)
+    assert [c.name for c in report.cases] == names
+    for case in report.cases:
+        assert case.outcome == "failed" and case.oracle == "buffer-integrity", case.detail
+        assert "unusable after an earlier failure" not in case.detail, case.detail
+        assert "qkv" in case.detail, case.detail
+
+
 def test_patched_userbuffers_case_passes_bitwise():
     report = _run("emulated-patched", "symmetric", ["userbuffers/column", "userbuffers/row"])
     assert [c.outcome for c in report.cases] == ["passed", "passed"], [c.detail for c in report.cases]

@@ -192,11 +192,17 @@ class Recycle(enum.Enum):
 def recycle_plan(shared: GroupOutcome, failures: list) -> Recycle:
     """After a failure that leaves communication in doubt (cross-rank, liveness, error) the group
     is recycled. Only prechecked mismatches (no gloo error, no dead or hung rank) leave the
-    process group itself sound; anything else reached gloo and needs a fresh one."""
+    process group itself sound; anything else reached gloo and needs a fresh one.
+
+    A shared run's buffer-integrity failure failed a Userbuffers operation, which leaves that
+    communicator's counters out of step and refusing every later operation; the communicators
+    outlive cases, so the next case would error on this one's failure. Emptying the registries
+    (the stack's ``reset``) releases them, and the next case creates fresh ones."""
     if shared.broken:
         return Recycle.RESPAWN
     if not any(f.oracle in COMMUNICATION for f in failures):
-        return Recycle.KEEP
+        ub_failed = any(f.oracle == Oracle.BUFFER_INTEGRITY for r in shared.results.values() for f in r.failures)
+        return Recycle.REGISTRIES if ub_failed else Recycle.KEEP
     gloo_touched = bool(shared.failures) or any(
         f.oracle in (Oracle.LIVENESS, Oracle.ERROR)
         or (f.oracle == Oracle.CROSS_RANK and f.rank is not None and "CollectiveMismatch" not in f.detail)

@@ -78,6 +78,15 @@ def test_recycle_plan(group_failures, rank_failures, broken, plan):
     assert recycle_plan(shared, group_failures + rank_failures) is plan
 
 
+def test_a_shared_runs_buffer_integrity_failure_empties_the_registries_an_isolated_runs_does_not():
+    chunk = Failure(Oracle.BUFFER_INTEGRITY, "userbuffers 'qkv' chunk 0 mis-scaled", rank=1)
+    shared = GroupOutcome({0: result(0, [entry(0)]), 1: result(1, [entry(0)], failures=[chunk])}, [])
+    assert recycle_plan(shared, [chunk]) is Recycle.REGISTRIES
+    # the same finding from the run alone (a child process of its own) leaves the group as it is
+    clean = GroupOutcome({0: result(0, [entry(0)]), 1: result(1, [entry(0)])}, [])
+    assert recycle_plan(clean, [chunk]) is Recycle.KEEP
+
+
 def test_isolation_only_for_a_case_whose_communication_held():
     ok = GroupOutcome({0: result(0, [])}, [])
     failed = GroupOutcome({0: result(0, [], failures=[Failure(Oracle.CROSS_RANK, "x", rank=0)])}, [])
