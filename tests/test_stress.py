@@ -132,6 +132,31 @@ def test_patched_stack_has_no_failure_and_readable_reports(runs):
     assert "cases" in proc.stderr and "cases/s" in proc.stderr     # the progress line
 
 
+def _fake_run(tmp_path, oracle: str, detail: str) -> list:
+    """A command that writes a one-case run report to the path after ``--json`` and exits 1."""
+    script = tmp_path / "fake_run.py"
+    script.write_text("import json, sys\n"
+                      f"json.dump({{'cases': [{{'name': 'my/case', 'oracle': {oracle!r}, 'detail': {detail!r}}}]}}, "
+                      "open(sys.argv[sys.argv.index('--json') + 1], 'w'))\nsys.exit(1)\n")
+    return ["python", str(script)]
+
+
+def test_the_repro_check_wants_the_same_failure_not_only_the_same_oracle(tmp_path):
+    from harness.stress.repro import verify
+    from harness.stress.signature import signature
+
+    site = ("[cross-rank] rank 0: CollectiveMismatch: registries differ between ranks before collective #5 "
+            "(they agreed at collective #4 at harness/stacks/emulated/amax_buffers.py:43 reduce_and_update <- a.py:1 f)")
+    wanted = signature("cross-rank", site)
+    assert verify(_fake_run(tmp_path, "cross-rank", site.replace("#5", "#9")), "my/case", "cross-rank", 30, wanted)["reproduced"]
+    other = site.replace("amax_buffers.py:43 reduce_and_update", "ub.py:9 exchange")
+    check = verify(_fake_run(tmp_path, "cross-rank", other), "my/case", "cross-rank", 30, wanted)
+    assert check["reproduced"] is False and check["exit_code"] == 1 and check["oracle"] == "cross-rank"
+    # found in the run alone, reproduced in a shared run: one failure
+    alone = "[isolation] rank 1: the isolated run of this case failed by itself, so it cannot be compared: " + site
+    assert verify(_fake_run(tmp_path, "cross-rank", site), "my/case", "isolation", 30, signature("isolation", alone))["reproduced"]
+
+
 def test_buggy_stack_failure_is_shrunk_and_its_command_reproduces_it(runs, tmp_path):
     out, proc = runs["buggy"].out, runs["buggy"].result()
     assert proc.returncode == 1, proc.stdout + proc.stderr

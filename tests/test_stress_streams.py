@@ -14,7 +14,7 @@ from harness.errors import UsageError
 from harness.stress.explore import canonical, draw
 from harness.stress.groups import auto_groups, gpu_sets, parse_groups, split_cases, stack_gpus
 from harness.stress.session import batch_cases
-from harness.stress.signature import signature
+from harness.stress.signature import same_failure, signature
 from harness.stress.streams import Stream, group_stream, parse_shard
 from harness.stacks.capabilities import UNDECLARED
 
@@ -131,6 +131,31 @@ def test_signature_tells_registries_call_sites_and_oracles_apart():
     alive = "[hygiene] rank 0: Model is still alive (held by mod.LAST_MODEL -> Model)"
     assert signature("hygiene", alive) != signature("hygiene", HYGIENE)
     assert signature("hygiene", alive) == signature("hygiene", alive.replace("rank 0", "rank 1"))
+
+
+def test_a_failure_of_the_run_alone_is_that_failure_and_a_real_isolation_difference_is_not():
+    # The buggy stack's cross-rank failure at its amax reduction, fired inside the isolated run:
+    # the same bug as when it fires in the shared run, so the same failure.
+    alone = ("[isolation] rank 0: the isolated run of this case failed by itself, so it cannot be compared: "
+             + CROSS.replace("#42", "#25").replace("#41", "#24"))
+    assert signature("isolation", alone) == signature("cross-rank", CROSS)
+    assert signature("isolation", alone).startswith("cross-rank: CollectiveMismatch: registries differ")
+    elsewhere = alone.replace("amax_buffers.py:43 reduce_and_update <- a.py", "ub.py:9 exchange <- a.py")
+    assert signature("isolation", elsewhere) != signature("cross-rank", CROSS)
+    differs = ("[isolation] rank 0: collective sequence differs from the isolated run at reduction point 2 "
+               "(36 points after other cases, 42 alone)")
+    assert signature("isolation", differs).startswith("isolation: collective sequence differs")
+    # the repro's check and the shrinker take the same failure by its signature
+    wanted = signature("isolation", alone)
+    assert same_failure("cross-rank", CROSS, "my/case", "isolation", wanted)
+    assert same_failure("isolation", alone, "my/case", "isolation", wanted)
+    assert not same_failure("cross-rank", CROSS.replace("amax_buffers.py:43 reduce_and_update <- a.py",
+                                                        "ub.py:9 exchange <- a.py"), "my/case", "isolation", wanted)
+    assert not same_failure("hygiene", HYGIENE, "my/case", "isolation", wanted)
+    assert not same_failure(None, "", "my/case", "isolation", wanted)
+    # a failure without a signature of its own is matched by its oracle
+    assert same_failure("hygiene", "anything", "my/case", "hygiene", None)
+    assert not same_failure("error", "anything", "my/case", "hygiene", "hygiene")
 
 
 # --- groups and GPUs ----------------------------------------------------------------------------

@@ -27,6 +27,8 @@ ALONE_OWN = (Oracle.BUFFER_INTEGRITY, Oracle.REFERENCE)
 ALONE = "in the run alone (this case only, in a fresh process): "
 # An isolated run with one of these did not complete: nothing of it can be compared.
 ALONE_BROKEN = (Oracle.ERROR, Oracle.LIVENESS, Oracle.CROSS_RANK, Oracle.ISOLATION, Oracle.BUFFER_INTEGRITY)
+# How an isolation finding begins that only passes on the run alone's own failure (its line follows).
+FAILED_ALONE = "the isolated run of this case failed by itself, so it cannot be compared: "
 
 
 def _oracle(f) -> str:
@@ -91,7 +93,7 @@ def compare_runs(shared, alone) -> list[str]:
         return [f"the isolated run of this case failed by itself ({_oracle(own[0])}, reported on its own line), "
                 f"so it cannot be compared"]
     if broken:
-        return [f"the isolated run of this case failed by itself, so it cannot be compared: {_line(broken[0])[:600]}"]
+        return [FAILED_ALONE + _line(broken[0])[:600]]
     a_seq, a_entries = _collapsed(alone.collectives)
     s_seq, s_entries = _collapsed(shared.collectives)
     if a_seq != s_seq:

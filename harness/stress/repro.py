@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from harness.report.model import write_atomic
+from harness.stress.signature import same_failure
 from harness.runner.config import RunConfig
 
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,8 +66,9 @@ def die_with_parent() -> None:
         _PRCTL(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
 
 
-def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float) -> dict:
-    """Run the command once in a fresh process; did ``case_name`` fail with ``oracle`` (exit 1)?"""
+def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float, wanted: str | None = None) -> dict:
+    """Run the command once in a fresh process; did ``case_name`` fail (exit 1) as the failure of
+    ``oracle`` with signature ``wanted`` did (:func:`~harness.stress.signature.same_failure`)?"""
     fd, json_path = tempfile.mkstemp(prefix="fp8h-verify-", suffix=".json")
     os.close(fd)
     env = dict(os.environ)
@@ -86,18 +88,18 @@ def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float) -> di
         _unlink(json_path)
         raise
     seconds = time.monotonic() - started
-    got = None
+    got = detail = None
     try:
         with open(json_path) as fh:
             data = json.load(fh)
         for case in data.get("cases", []):
             if case.get("name") == case_name:
-                got = case.get("oracle")
+                got, detail = case.get("oracle"), case.get("detail") or ""
     except (OSError, ValueError):
         pass
     _unlink(json_path)
     text = out.decode(errors="replace") if out else ""
-    reproduced = (not timed_out) and proc.returncode == 1 and got == oracle
+    reproduced = (not timed_out) and proc.returncode == 1 and same_failure(got, detail, case_name, oracle, wanted)
     return {"reproduced": reproduced, "exit_code": proc.returncode, "oracle": got, "timed_out": timed_out,
             "seconds": round(seconds, 2), "output_tail": text[-1500:]}
 

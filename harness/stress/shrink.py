@@ -22,7 +22,7 @@ from harness.errors import SetupError
 from harness.stacks.capabilities import UNDECLARED, Capabilities
 from harness.stress.explore import shrink_in_batch
 from harness.stress.repro import command_text, display_path, run_command, verify, write_case_file
-from harness.stress.signature import signature
+from harness.stress.signature import same_failure
 from harness.stress.strategies import complexity, describe
 
 
@@ -119,7 +119,7 @@ class Shrinker:
             self.note(f"failure #{failure['n']} [{oracle}]: checking the {kind} repro ({len(before) + 1} case"
                       f"{'s' * bool(before)}) in a fresh process")
             t0 = time.monotonic()
-            check = verify(argv, case.name, oracle, self.verify_timeout_s)
+            check = verify(argv, case.name, oracle, self.verify_timeout_s, failure.get("signature"))
             self.verify_s += time.monotonic() - t0
             result = {"file": display_path(path), "command": command_text(argv), "kind": kind,
                       "cases": len(before) + 1, "preceding_cases": len(before), "target": case.name,
@@ -142,12 +142,13 @@ class Shrinker:
         wanted = ctx.failure.get("signature")
 
         def fails(cases: list) -> bool:
-            """The last case fails the same way: same oracle, and same signature where it has one."""
+            """The last case fails the same way: the same signature, or the same oracle where the
+            failure has no signature of its own."""
             sequences[0] += 1
             reports = runner.run(cases)
-            if not (reports and reports[-1].name == cases[-1].name and reports[-1].oracle == oracle):
+            if not (reports and reports[-1].name == cases[-1].name and reports[-1].oracle):
                 return False
-            return wanted in (None, oracle) or signature(oracle, reports[-1].detail, [cases[-1].name]) == wanted
+            return same_failure(reports[-1].oracle, reports[-1].detail, cases[-1].name, oracle, wanted)
 
         def out_of_time() -> bool:
             return time.monotonic() - (runner.start_s - start_before) > deadline

@@ -5,6 +5,9 @@ call site (file and function of the innermost frame; line numbers blanked) or, f
 the registry that holds a dead id. Ids, addresses, digests, case names, counts and sizes are
 blanked, so two cases that failed the same way in different processes, on different data or
 shapes, have one signature; two registries, two call sites or two oracles are two failures.
+An ``isolation`` finding that only passes on the run alone's own failure ("failed by itself, so
+it cannot be compared: [cross-rank] ...") has that failure's signature: the bug fired in the run
+alone as it does in a shared run, and the two are one failure, shrunk and verified once.
 
 Called by the stress session for every failing case (a new signature is shrunk once; later cases
 with it are counted against it), by the group launcher's claims (two groups that hit one
@@ -16,6 +19,8 @@ from __future__ import annotations
 
 import re
 
+from harness.oracles.isolation import FAILED_ALONE
+
 _PREFIX = re.compile(r"^\[[\w-]+\]\s*(rank \d+(, model \d+)?:\s*)?")
 _HEX_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _DIGEST = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b")
@@ -24,6 +29,7 @@ _SITE = re.compile(r"\bat ([\w./-]+\.py):\d+ ([\w.<>]+)")
 _COLLECTIVE = re.compile(r"^\s*rank \d+: \w+ .*?\bat ([\w./-]+\.py):\d+ ([\w.<>]+)")
 _REGISTRY = re.compile(r"^([A-Za-z_][\w.]*)")
 _STRESS_NAME = re.compile(r"\bstress/b\d+/c\d+\b")
+_INNER_ORACLE = re.compile(r"^\[([\w-]+)\]")
 MAX_TEXT = 160
 
 
@@ -64,8 +70,22 @@ def signature(oracle: str, detail: str, names=()) -> str:
     """One line: ``oracle: what @ where``; ``names`` are case names to blank besides stress's own."""
     lines = [line for line in (detail or "").splitlines() if line.strip()]
     headline = _PREFIX.sub("", lines[0].strip()) if lines else ""
+    inner = _INNER_ORACLE.match(headline[len(FAILED_ALONE):]) if headline.startswith(FAILED_ALONE) else None
+    if oracle == "isolation" and inner:
+        return signature(inner.group(1), "\n".join([headline[len(FAILED_ALONE):]] + lines[1:]), names)
     if oracle == "hygiene":
         return f"{oracle}: {_hygiene(headline, names)}"
     what = blank(headline.split(" (", 1)[0], names)[:MAX_TEXT]
     where = _site(lines)
     return f"{oracle}: {what}" + (f" @ {where}" if where else "")
+
+
+def same_failure(got_oracle: str | None, got_detail: str, case_name: str, oracle: str, wanted: str | None) -> bool:
+    """Whether a case that failed with ``got_oracle`` (``got_detail``) is the failure found with
+    ``oracle`` and signature ``wanted``: the same signature, or the same oracle where the failure
+    has no signature of its own. Used by the shrinker and by the repro's check in a fresh process."""
+    if not got_oracle:
+        return False
+    if wanted in (None, oracle):
+        return got_oracle == oracle
+    return signature(got_oracle, got_detail or "", [case_name]) == wanted
