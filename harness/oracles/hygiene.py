@@ -41,21 +41,20 @@ def stale_ids(registries: dict, dead: dict[int, str]) -> list[str]:
     return findings
 
 
+def undeclared_containers(stack, declared: dict) -> dict:
+    """The containers found by name in the stack's modules (and on the stack) that are not among
+    ``declared``, by dotted name."""
+    known = {id(registry) for registry in declared.values()}
+    found = discover_containers(stack_modules(stack), {"stack": stack})
+    return {name: c for name, c in found.items() if id(c) not in known}
+
+
 def undeclared_stale_ids(stack, declared: dict, dead: dict[int, str]) -> list[str]:
     """One line per container in the stack's modules, not among ``declared``, that holds the id of
     a dead object, named by where it was found (``package.module.NAME key``)."""
     if not dead:
         return []
-    known = {id(registry) for registry in declared.values()}
-    found = discover_containers(stack_modules(stack), {"stack": stack})
-    findings = []
-    for name, container in found.items():
-        if id(container) in known:
-            continue
-        for value, where in registry_ints(container).items():
-            if value in dead:
-                findings.append(f"{place(name, where)} holds id {value:#x} of dead {dead[value]}{UNDECLARED}")
-    return findings
+    return [line + UNDECLARED for line in stale_ids(undeclared_containers(stack, declared), dead)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,10 +125,8 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
     scan = Scan()
     if not dead:
         return scan
-    known = {id(registry) for registry in declared.values()}
     found = [(name, registry, "") for name, registry in declared.items()]
-    found += [(name, c, UNDECLARED) for name, c in discover_containers(stack_modules(stack), {"stack": stack}).items()
-              if id(c) not in known]
+    found += [(name, c, UNDECLARED) for name, c in undeclared_containers(stack, declared).items()]
     for name, container, suffix in found:
         ints = registry_ints(container)
         firsts = origins.update(name, container, ints, dead, case, model)
