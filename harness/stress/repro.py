@@ -17,8 +17,8 @@ import tempfile
 import time
 
 from harness.report.model import write_atomic
-from harness.stress.signature import same_failure
 from harness.runner.config import RunConfig
+from harness.stress.signature import same_failure
 
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -146,7 +146,7 @@ class Shrinker:
             failure has no signature of its own."""
             sequences[0] += 1
             reports = runner.run(cases)
-            if not (reports and reports[-1].name == cases[-1].name and reports[-1].oracle):
+            if not (reports and reports[-1].name == cases[-1].name):
                 return False
             return same_failure(reports[-1].oracle, reports[-1].detail, cases[-1].name, oracle, wanted)
 

@@ -21,7 +21,7 @@ import re
 
 from harness.oracles.isolation import FAILED_ALONE
 
-_PREFIX = re.compile(r"^\[[\w-]+\]\s*(rank \d+(, model \d+)?:\s*)?")
+_PREFIX = re.compile(r"^\[([\w-]+)\]\s*(rank \d+(, model \d+)?:\s*)?")     # group 1: the oracle
 _HEX_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]+\b")
 _DIGEST = re.compile(r"\b(?=[0-9a-f]*\d)[0-9a-f]{8,}\b")
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w])")
@@ -29,7 +29,6 @@ _SITE = re.compile(r"\bat ([\w./-]+\.py):\d+ ([\w.<>]+)")
 _COLLECTIVE = re.compile(r"^\s*rank \d+: \w+ .*?\bat ([\w./-]+\.py):\d+ ([\w.<>]+)")
 _REGISTRY = re.compile(r"^([A-Za-z_][\w.]*)")
 _STRESS_NAME = re.compile(r"\bstress/b\d+/c\d+\b")
-_INNER_ORACLE = re.compile(r"^\[([\w-]+)\]")
 MAX_TEXT = 160
 
 
@@ -70,9 +69,11 @@ def signature(oracle: str, detail: str, names=()) -> str:
     """One line: ``oracle: what @ where``; ``names`` are case names to blank besides stress's own."""
     lines = [line for line in (detail or "").splitlines() if line.strip()]
     headline = _PREFIX.sub("", lines[0].strip()) if lines else ""
-    inner = _INNER_ORACLE.match(headline[len(FAILED_ALONE):]) if headline.startswith(FAILED_ALONE) else None
-    if oracle == "isolation" and inner:
-        return signature(inner.group(1), "\n".join([headline[len(FAILED_ALONE):]] + lines[1:]), names)
+    if oracle == "isolation" and headline.startswith(FAILED_ALONE):
+        passed_on = headline[len(FAILED_ALONE):]
+        inner = _PREFIX.match(passed_on)
+        if inner:
+            return signature(inner.group(1), "\n".join([passed_on] + lines[1:]), names)
     if oracle == "hygiene":
         return f"{oracle}: {_hygiene(headline, names)}"
     what = blank(headline.split(" (", 1)[0], names)[:MAX_TEXT]
