@@ -279,7 +279,9 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
                      f"<code>{_e(f['first_case'])}</code></h3>")
         rows = [("found as", _e(f"{orig['describe']} (after {orig['preceding_cases']} other cases in its group)")),
                 ("repro", _e(f"{repro.get('kind', '?')}: {repro.get('describe', '')} "
-                             f"({repro.get('preceding_cases', 0)} preceding case(s)); {repro.get('file', '')}")),
+                             f"({repro.get('preceding_cases', 0)} preceding case(s))"
+                             + (f", id reuse pinned to {repro['reuse_pinned']}" if repro.get("reuse_pinned") else "")
+                             + f"; {repro.get('file', '')}")),
                 ("shrinking", _e(f"{repro.get('candidates_run', 0)} candidates, {repro.get('shrink_s', 0)} s"
                                  + (f"; {repro['note']}" if repro.get("note") else ""))),
                 ("check", checked)]

@@ -5,12 +5,22 @@ For a new failure signature (:mod:`harness.stress.signature`), within the shrink
 1. Which preceding cases matter: the case alone, from a fresh state; if that passes, the cases
    that ran before it in its group, then as few of them as still make it fail (the shortest
    suffix first: stale state is usually left by the case just before, then one at a time).
-2. Hypothesis shrinks the case itself (see :mod:`harness.stress.explore`), the preceding
+2. A failure that relied on natural id reuse is pinned, if it can be: whether a freed id
+   comes back by itself depends on each process's allocation history (threads included), so
+   the same one-case repro, run again in fresh processes, fails one time on hygiene, the next
+   on cross-rank, the next on isolation. The cases that leave reuse to the allocator are
+   given forced reuse instead, ``symmetric`` (every rank reuses: hygiene, isolation) then
+   ``asymmetric`` (rank 0 only: ranks diverge); the first mode under which the sequence
+   still fails the same way is kept, and every later candidate is pinned the same way. A
+   failure that did not come back from a fresh state with natural reuse gets the same two
+   tries, alone and after the cases before it.
+3. Hypothesis shrinks the case itself (see :mod:`harness.stress.explore`), the preceding
    cases fixed, every candidate run on the shrink group; a candidate the stack declines is
    never run (it counts as passing).
-3. The minimal sequence goes to ``repro-<n>.json``; the command that runs it is run once in a
-   fresh process. If it does not reproduce, the unshrunk sequence is written and checked
-   instead, and failing that the whole batch up to the case (an exact replay of its group).
+4. The minimal sequence goes to ``repro-<n>.json``; the command that runs it is run once in a
+   fresh process. If it does not reproduce, the sequence as found (natural reuse, unshrunk) is
+   written and checked instead, and failing that the whole batch up to the case (an exact
+   replay of its group).
 """
 
 from __future__ import annotations
@@ -106,26 +116,27 @@ class Shrinker:
                 info["note"] = f"the shrink group could not start: {exc}"
         else:
             info["note"] = "shrink budget spent: not shrunk"
-        attempts = [(kept, minimal, "minimal" if info.get("shrunk") else "unshrunk")]
-        if info.get("shrunk"):
-            attempts.append((prefix, target, "unshrunk"))
+        pin = info.pop("reuse_pinned", None)
+        attempts = [(kept, minimal, "minimal" if info.get("shrunk") else "unshrunk", pin)]
+        if (kept, minimal) != (prefix, target):
+            attempts.append((prefix, target, "unshrunk", None))
         if ctx.segment_start > 0:
-            attempts.append((ctx.batch_cases[:ctx.index], target, "batch replay"))
+            attempts.append((ctx.batch_cases[:ctx.index], target, "batch replay", None))
         result = None
         tried = []
-        for before, case, kind in attempts:
+        for before, case, kind, pinned in attempts:
             write_case_file(path, before + [case])
             argv = run_command(self.cfg, path)
             self.note(f"failure #{failure['n']} [{oracle}]: checking the {kind} repro ({len(before) + 1} case"
-                      f"{'s' * bool(before)}) in a fresh process")
+                      f"{'s' * bool(before)}{f', id reuse pinned to {pinned}' if pinned else ''}) in a fresh process")
             t0 = time.monotonic()
             check = verify(argv, case.name, oracle, self.verify_timeout_s, failure.get("signature"))
             self.verify_s += time.monotonic() - t0
             result = {"file": display_path(path), "command": command_text(argv), "kind": kind,
                       "cases": len(before) + 1, "preceding_cases": len(before), "target": case.name,
                       "spec": case.to_dict(), "describe": describe(case), **complexity(case),
-                      "verified": check["reproduced"], "verification": check, **info}
-            tried.append({"kind": kind, "cases": len(before) + 1, "describe": describe(case),
+                      "reuse_pinned": pinned, "verified": check["reproduced"], "verification": check, **info}
+            tried.append({"kind": kind, "cases": len(before) + 1, "describe": describe(case), "reuse_pinned": pinned,
                           "reproduced": check["reproduced"], "exit_code": check["exit_code"],
                           "oracle": check["oracle"], "seconds": check["seconds"]})
             result["attempts"] = list(tried)
@@ -158,6 +169,9 @@ class Shrinker:
             cost = sum(ctx.wall_s.get(c.name, 0.0) for c in cases)
             return time.monotonic() - (runner.start_s - start_before) + cost <= deadline
 
+        def stop(cases: list) -> bool:
+            return out_of_time() or not affordable(cases)
+
         info = {"shrunk": False, "candidates_run": 0, "sequences_run": 0}
         broken: list[str] = []
         self.note(f"failure #{ctx.failure['n']} [{oracle}] in {target.name}: shrinking")
@@ -170,18 +184,27 @@ class Shrinker:
                             f"the shrink time left: not shrunk")
         elif prefix and fails(prefix + [target]):
             reproducible = True
-            kept = _fewest_preceding(prefix, target, fails, lambda cases: out_of_time() or not affordable(cases))
-        else:
-            info["note"] = "did not fail again from a fresh state: not shrunk"
+            kept = _fewest_preceding(prefix, target, fails, stop)
         info["reproducible"] = reproducible
-        minimal = target
+        pin = None
+        if not out_of_time() and not all(_forced(c, self.cfg) for c in prefix + [target]):
+            pin, kept = _pin_reuse(prefix, target, kept, reproducible, fails, stop, self.cfg)
+        if pin is not None:
+            info["reuse_pinned"] = pin
+            info.pop("note", None)
+            reproducible = True
+        elif not reproducible and "note" not in info:
+            info["note"] = "did not fail again from a fresh state: not shrunk"
+        base = _pinned(target, pin, self.cfg)
+        minimal = base
         if reproducible and not out_of_time():
 
-            forced = _forced(target, self.cfg)
+            forced = _forced(base, self.cfg)
 
             def still_fails(candidate) -> bool:
                 if broken:
                     return False
+                candidate = _pinned(candidate, pin, self.cfg)
                 if forced and not _forced(candidate, self.cfg):
                     # From forced id reuse to natural reuse: whether an id comes back then depends
                     # on each process's allocation history, so such a candidate may fail here, in
@@ -203,12 +226,12 @@ class Shrinker:
             info["out_of_time"] = outcome.out_of_time
             info["candidates_declined"] = outcome.declined
             if outcome.found and outcome.minimal is not None:
-                minimal = outcome.minimal.with_(name=target.name, data_seed=target.data_seed)
+                minimal = _pinned(outcome.minimal, pin, self.cfg).with_(name=target.name, data_seed=target.data_seed)
             elif not outcome.found:
                 info["note"] = "the batch's draw could not be replayed: case not shrunk"
             if broken:
                 info["note"] = f"shrinking stopped, the shrink group could not start: {broken[0]}"
-        info["shrunk"] = minimal != target or len(kept) < len(prefix)
+        info["shrunk"] = minimal != base or len(kept) < len(prefix)
         info["sequences_run"] = sequences[0]
         spent = time.monotonic() - started - (runner.start_s - start_before)
         info["shrink_s"] = round(spent, 2)
@@ -220,6 +243,35 @@ class Shrinker:
 def _forced(case, cfg) -> bool:
     """Whether ``case`` forces id reuse (or forbids it): a deterministic outcome, unlike natural reuse."""
     return (case.reuse or cfg.reuse.mode) != "natural"
+
+
+# Forced modes a natural-reuse failure is pinned to, in this order (see the module docstring).
+PIN_MODES = ("symmetric", "asymmetric")
+
+
+def _pinned(case, mode: str | None, cfg):
+    """``case`` forcing reuse ``mode`` if it leaves reuse to the allocator; else as it is."""
+    return case if mode is None or _forced(case, cfg) else case.with_(reuse=mode)
+
+
+def _pin_reuse(prefix: list, target, kept: list, reproducible: bool, fails, stop, cfg) -> tuple:
+    """The first of :data:`PIN_MODES` under which the failure comes back, and the preceding cases
+    it then needs: ``(mode, kept)``, or ``(None, kept)`` as given when none does.
+
+    A failure that came back with natural reuse is tried with the preceding cases it needed
+    (``kept``); one that did not, alone and then after all of ``prefix`` (fewest kept).
+    """
+    for mode in PIN_MODES:
+        tries = [kept] if reproducible else ([[], prefix] if prefix else [[]])
+        for before in tries:
+            seq = [_pinned(c, mode, cfg) for c in before] + [_pinned(target, mode, cfg)]
+            if stop(seq):
+                continue
+            if fails(seq):
+                if before and not reproducible:
+                    return mode, _fewest_preceding(seq[:-1], seq[-1], fails, stop)
+                return mode, seq[:-1]
+    return None, kept
 
 
 def _fewest_preceding(prefix: list, target, fails, stop) -> list:

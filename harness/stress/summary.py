@@ -30,7 +30,8 @@ def print_summary(record, stream=None) -> None:
             repro.get("verified")]
         print(f"\nfailure #{f['n']} [{f['oracle']}] {f['count']} case{'s' * (f['count'] != 1)}, first "
               f"{f['first_case']}; repro ({repro.get('kind', '?')}, {repro.get('cases', '?')} case"
-              f"{'s' * (repro.get('cases') != 1)}, {state}):", file=out)
+              f"{'s' * (repro.get('cases') != 1)}"
+              f"{', id reuse pinned to ' + repro['reuse_pinned'] if repro.get('reuse_pinned') else ''}, {state}):", file=out)
         print(f"  {repro.get('command', '(none)')}", file=out)
         if f.get("signature") and f["signature"] != f["oracle"]:
             print(f"  signature: {f['signature']}", file=out)

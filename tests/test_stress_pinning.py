@@ -1,0 +1,131 @@
+"""Pinning a natural-reuse failure to forced reuse (``harness/stress/shrink.py``, step 2).
+
+The shrink group here is a fake: it judges a sequence by the reuse its cases run with. Under
+natural reuse its outcome follows a script (what the allocator happened to do); under forced
+reuse it is fixed: ``symmetric`` fails hygiene, ``asymmetric`` fails cross-rank.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.report.model import CaseReport
+from harness.runner.config import RunConfig
+from harness.stress.explore import draw_batch
+from harness.stress.shrink import Budget, FailureContext, Shrinker
+
+SEED = 5
+
+
+class _Group:
+    def __init__(self, natural, forced=None):
+        self.natural = list(natural)        # outcomes of the natural-reuse sequences, in turn
+        self.forced = forced if forced is not None else {"symmetric": "hygiene", "asymmetric": "cross-rank"}
+        self.start_s = 0.0
+        self.runs: list[list] = []
+
+    def run(self, cases):
+        self.runs.append(list(cases))
+        last = cases[-1]
+        modes = {c.reuse or "natural" for c in cases}
+        if modes == {"natural"}:
+            oracle = self.natural.pop(0) if self.natural else None
+        else:
+            oracle = self.forced.get((last.reuse or "natural"))
+        outcome = "failed" if oracle else "passed"
+        return [CaseReport(last.name, outcome, oracle, [oracle] if oracle else [], [0] if oracle else [], 0,
+                           f"{oracle} detail" if oracle else "")]
+
+    def close(self):
+        pass
+
+
+def _natural_target(index_wanted=lambda c: c.models >= 2):
+    batch = draw_batch(SEED, 60)
+    index = next(i for i, c in enumerate(batch) if index_wanted(c) and c.reuse in ("", "natural"))
+    return batch, index
+
+
+def _shrink(group, oracle, prefix_len=0, wall_s=None):
+    batch, index = _natural_target()
+    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    failure = {"n": 1, "oracle": oracle}
+    start = index - prefix_len
+    ctx = FailureContext(failure, named, SEED, 60, index, start, wall_s or {})
+    minimal, kept, info = shrinker._shrink(ctx, named[index], named[start:index], oracle, time.monotonic() + 30)
+    return named[index], minimal, kept, info
+
+
+@pytest.mark.parametrize("oracle, mode", [("hygiene", "symmetric"), ("cross-rank", "asymmetric")])
+def test_a_natural_reuse_failure_is_pinned_to_the_forced_mode_that_fails_the_same_way(oracle, mode):
+    # natural reuse: the failure came back once in the shrink group, then never again
+    group = _Group([oracle])
+    target, minimal, kept, info = _shrink(group, oracle)
+    assert info["reuse_pinned"] == mode and info["reproducible"]
+    assert minimal.reuse == mode and minimal.name == target.name and minimal.data_seed == target.data_seed
+    # every candidate after the pin ran pinned; the shrink reached the simplest case
+    after_pin = group.runs[2 if mode == "asymmetric" else 1:]
+    assert after_pin and all(c.reuse in ("symmetric", "asymmetric") for seq in after_pin for c in seq)
+    assert (minimal.models, minimal.steps, minimal.model.dims) == (1, 1, (8, 8))
+
+
+def test_a_failure_that_never_came_back_is_pinned_after_the_cases_before_it():
+    # alone and after its two preceding cases, natural reuse passes; pinned, it fails alone
+    group = _Group([None, None])
+    target, minimal, kept, info = _shrink(group, "hygiene", prefix_len=2)
+    assert info["reuse_pinned"] == "symmetric" and kept == [] and "note" not in info
+    assert [len(seq) for seq in group.runs[:3]] == [1, 3, 1]
+
+
+def test_no_pin_where_forced_reuse_does_not_fail_the_same_way():
+    group = _Group([None], forced={"symmetric": "isolation", "asymmetric": None})
+    target, minimal, kept, info = _shrink(group, "hygiene")
+    assert "reuse_pinned" not in info and not info["reproducible"] and minimal == target
+    assert info["note"] == "did not fail again from a fresh state: not shrunk"
+    assert [c.reuse for seq in group.runs for c in seq] == [target.reuse, "symmetric", "asymmetric"]
+
+
+def test_a_forced_failure_is_not_pinned():
+    group = _Group([], forced={"symmetric": "hygiene", "asymmetric": "hygiene"})
+    batch = draw_batch(SEED, 60)
+    index = next(i for i, c in enumerate(batch) if c.reuse == "asymmetric")
+    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index)
+    minimal, kept, info = shrinker._shrink(ctx, named[index], [], "hygiene", time.monotonic() + 30)
+    assert "reuse_pinned" not in info and minimal.reuse in ("symmetric", "asymmetric")
+
+
+def test_the_repro_check_falls_back_from_the_pinned_form_to_the_one_found(tmp_path, monkeypatch):
+    from harness.stress import shrink
+
+    group = _Group(["hygiene"])
+    batch, index = _natural_target()
+    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+    target = named[index]
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    checked = []
+
+    def verify(argv, case_name, oracle, timeout_s, wanted=None):
+        import json
+
+        with open(argv[argv.index("--case-file") + 1]) as fh:
+            reuse = json.load(fh)[-1]["reuse"]
+        checked.append(reuse)
+        ok = reuse == target.reuse     # the pinned form does not reproduce, the one found does
+        return {"reproduced": ok, "exit_code": 1 if ok else 0, "oracle": oracle if ok else None,
+                "timed_out": False, "seconds": 0.1, "output_tail": ""}
+
+    monkeypatch.setattr(shrink, "verify", verify)
+    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index)
+    result = shrinker.reproduce(ctx, str(tmp_path / "repro-1.json"))
+    assert checked == ["symmetric", target.reuse]
+    assert [a["reuse_pinned"] for a in result["attempts"]] == ["symmetric", None]
+    assert result["verified"] and result["reuse_pinned"] is None and result["kind"] == "unshrunk"
+    assert result["spec"]["reuse"] == target.reuse
