@@ -32,6 +32,8 @@ class _Group:
         modes = {c.reuse or "natural" for c in cases}
         if modes == {"natural"}:
             oracle = self.natural.pop(0) if self.natural else None
+        elif callable(self.forced):
+            oracle = self.forced(cases)
         else:
             oracle = self.forced.get((last.reuse or "natural"))
         outcome = "failed" if oracle else "passed"
@@ -42,14 +44,16 @@ class _Group:
         pass
 
 
-def _natural_target(index_wanted=lambda c: c.models >= 2):
+def _natural_target(prefix_len=0):
+    """A case with two models or more, it and the ``prefix_len`` cases before it on natural reuse."""
     batch = draw_batch(SEED, 60)
-    index = next(i for i, c in enumerate(batch) if index_wanted(c) and c.reuse in ("", "natural"))
+    index = next(i for i, c in enumerate(batch) if c.models >= 2 and i >= prefix_len
+                 and all(b.reuse in ("", "natural") for b in batch[i - prefix_len:i + 1]))
     return batch, index
 
 
 def _shrink(group, oracle, prefix_len=0, wall_s=None):
-    batch, index = _natural_target()
+    batch, index = _natural_target(prefix_len)
     named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
     cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
     shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
@@ -79,6 +83,17 @@ def test_a_failure_that_never_came_back_is_pinned_after_the_cases_before_it():
     target, minimal, kept, info = _shrink(group, "hygiene", prefix_len=2)
     assert info["reuse_pinned"] == "symmetric" and kept == [] and "note" not in info
     assert [len(seq) for seq in group.runs[:3]] == [1, 3, 1]
+
+
+def test_a_failure_that_needs_another_case_is_pinned_after_the_one_before_it():
+    # like an isolation finding: forced reuse fails it only where a case before it parked ids
+    group = _Group([None, None], forced=lambda cases: "isolation" if len(cases) >= 2 else None)
+    target, minimal, kept, info = _shrink(group, "isolation", prefix_len=3)
+    assert info["reuse_pinned"] == "symmetric" and len(kept) == 1 and kept[0].name == "stress/b000/c%03d" % (
+        int(target.name[-3:]) - 1)
+    assert kept[0].reuse == "symmetric"
+    # natural alone, natural after all three, then pinned: alone, after the one before it
+    assert [len(seq) for seq in group.runs[:4]] == [1, 4, 1, 2]
 
 
 def test_no_pin_where_forced_reuse_does_not_fail_the_same_way():

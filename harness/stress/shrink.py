@@ -11,9 +11,10 @@ For a new failure signature (:mod:`harness.stress.signature`), within the shrink
    on cross-rank, the next on isolation. The cases that leave reuse to the allocator are
    given forced reuse instead, ``symmetric`` (every rank reuses: hygiene, isolation) then
    ``asymmetric`` (rank 0 only: ranks diverge); the first mode under which the sequence
-   still fails the same way is kept, and every later candidate is pinned the same way. A
-   failure that did not come back from a fresh state with natural reuse gets the same two
-   tries, alone and after the cases before it.
+   still fails the same way is kept, and every later candidate is pinned the same way. Each
+   mode is tried alone, after the one case before it, then after the cases before it
+   (:func:`_pin_reuse`), so a failure that did not come back with natural reuse gets its
+   tries too.
 3. Hypothesis shrinks the case itself (see :mod:`harness.stress.explore`), the preceding
    cases fixed, every candidate run on the shrink group; a candidate the stack declines is
    never run (it counts as passing).
@@ -232,6 +233,8 @@ class Shrinker:
             if broken:
                 info["note"] = f"shrinking stopped, the shrink group could not start: {broken[0]}"
         info["shrunk"] = minimal != base or len(kept) < len(prefix)
+        if pin is not None:
+            info["reuse_pinned"] = minimal.reuse    # the mode pinned, or a forced one the shrink chose
         info["sequences_run"] = sequences[0]
         spent = time.monotonic() - started - (runner.start_s - start_before)
         info["shrink_s"] = round(spent, 2)
@@ -258,17 +261,23 @@ def _pin_reuse(prefix: list, target, kept: list, reproducible: bool, fails, stop
     """The first of :data:`PIN_MODES` under which the failure comes back, and the preceding cases
     it then needs: ``(mode, kept)``, or ``(None, kept)`` as given when none does.
 
-    A failure that came back with natural reuse is tried with the preceding cases it needed
-    (``kept``); one that did not, alone and then after all of ``prefix`` (fewest kept).
+    Each mode is tried alone, then after the one case before it (a failure that needs what
+    another case left, such as an isolation finding, usually needs only a case that parks ids
+    for it to reuse, and the one before is cheap where all of them may take longer than the
+    shrink has left), then after the cases it needed with natural reuse (``kept``, or all of
+    ``prefix`` when it did not come back), as few of them kept as still fail.
     """
+    tries = []
+    for before in ([], prefix[-1:], kept if reproducible else prefix):
+        if before not in tries:
+            tries.append(before)
     for mode in PIN_MODES:
-        tries = [kept] if reproducible else ([[], prefix] if prefix else [[]])
         for before in tries:
             seq = [_pinned(c, mode, cfg) for c in before] + [_pinned(target, mode, cfg)]
             if stop(seq):
                 continue
             if fails(seq):
-                if before and not reproducible:
+                if len(before) > 1:
                     return mode, _fewest_preceding(seq[:-1], seq[-1], fails, stop)
                 return mode, seq[:-1]
     return None, kept
