@@ -104,6 +104,38 @@ def test_no_pin_where_forced_reuse_does_not_fail_the_same_way():
     assert [c.reuse for seq in group.runs for c in seq] == [target.reuse, "symmetric", "asymmetric"]
 
 
+def test_a_forced_failure_after_natural_cases_is_not_pinned():
+    # the case forces reuse and fails alone; the natural case before it is not needed
+    group = _Group([], forced={"symmetric": "hygiene", "asymmetric": "hygiene"})
+    batch = draw_batch(SEED, 60)
+    index = next(i for i, c in enumerate(batch) if c.reuse == "asymmetric" and i and batch[i - 1].reuse in ("", "natural"))
+    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index - 1)
+    minimal, kept, info = shrinker._shrink(ctx, named[index], named[index - 1:index], "hygiene",
+                                           time.monotonic() + 30)
+    assert "reuse_pinned" not in info and kept == [] and info["reproducible"]
+
+
+def test_pinning_pins_the_natural_case_before_a_forced_one_and_runs_nothing_twice():
+    # the case forces reuse, but fails only after the case before it parks ids (which it does
+    # with natural reuse only where the allocator happens to)
+    group = _Group([], forced=lambda cases: "isolation" if len(cases) >= 2 and cases[0].reuse == "symmetric" else None)
+    batch = draw_batch(SEED, 60)
+    index = next(i for i, c in enumerate(batch) if c.reuse == "asymmetric" and i and batch[i - 1].reuse in ("", "natural"))
+    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    ctx = FailureContext({"n": 1, "oracle": "isolation"}, named, SEED, 60, index, index - 1)
+    minimal, kept, info = shrinker._shrink(ctx, named[index], named[index - 1:index], "isolation",
+                                           time.monotonic() + 30)
+    assert info["reuse_pinned"] == minimal.reuse and [c.reuse for c in kept] == ["symmetric"]
+    # alone, after the case before it, then pinned after it; the target alone is not run again
+    assert [[c.reuse for c in seq] for seq in group.runs[:3]] == [["asymmetric"], [named[index - 1].reuse, "asymmetric"],
+                                                                   ["symmetric", "asymmetric"]]
+
+
 def test_a_forced_failure_is_not_pinned():
     group = _Group([], forced={"symmetric": "hygiene", "asymmetric": "hygiene"})
     batch = draw_batch(SEED, 60)

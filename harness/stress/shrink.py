@@ -188,7 +188,8 @@ class Shrinker:
             kept = _fewest_preceding(prefix, target, fails, stop)
         info["reproducible"] = reproducible
         pin = None
-        if not out_of_time() and not all(_forced(c, self.cfg) for c in prefix + [target]):
+        needed = (kept if reproducible else prefix) + [target]
+        if not out_of_time() and not all(_forced(c, self.cfg) for c in needed):
             pin, kept = _pin_reuse(prefix, target, kept, reproducible, fails, stop, self.cfg)
         if pin is not None:
             info["reuse_pinned"] = pin
@@ -274,8 +275,8 @@ def _pin_reuse(prefix: list, target, kept: list, reproducible: bool, fails, stop
     for mode in PIN_MODES:
         for before in tries:
             seq = [_pinned(c, mode, cfg) for c in before] + [_pinned(target, mode, cfg)]
-            if stop(seq):
-                continue
+            if seq == before + [target] or stop(seq):
+                continue     # nothing to pin: every case of it forces reuse already
             if fails(seq):
                 if len(before) > 1:
                     return mode, _fewest_preceding(seq[:-1], seq[-1], fails, stop)
