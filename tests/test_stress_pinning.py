@@ -172,7 +172,33 @@ def test_the_repro_check_falls_back_from_the_pinned_form_to_the_one_found(tmp_pa
     monkeypatch.setattr(shrink, "verify", verify)
     ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index)
     result = shrinker.reproduce(ctx, str(tmp_path / "repro-1.json"))
-    assert checked == ["symmetric", target.reuse]
+    # the pinned form forces reuse: one run; the form found relies on natural reuse: three
+    assert checked == ["symmetric"] + [target.reuse] * 3
     assert [a["reuse_pinned"] for a in result["attempts"]] == ["symmetric", None]
+    assert [(a["runs"], a["reproduced_runs"]) for a in result["attempts"]] == [(1, 0), (3, 3)]
     assert result["verified"] and result["reuse_pinned"] is None and result["kind"] == "unshrunk"
     assert result["spec"]["reuse"] == target.reuse
+
+
+def test_a_natural_reuse_repro_that_fails_only_now_and_then_does_not_count_as_reproduced(tmp_path, monkeypatch):
+    from harness.stress import shrink
+
+    group = _Group([None], forced={"symmetric": None, "asymmetric": None})    # cannot be pinned
+    batch, index = _natural_target()
+    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    outcomes = [True, False]       # the allocator's mood in fresh processes; then no luck at all
+
+    def verify(argv, case_name, oracle, timeout_s, wanted=None):
+        ok = outcomes.pop(0) if outcomes else False
+        return {"reproduced": ok, "exit_code": 1, "oracle": oracle if ok else "cross-rank", "timed_out": False,
+                "seconds": 0.1, "output_tail": ""}
+
+    monkeypatch.setattr(shrink, "verify", verify)
+    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index)
+    result = shrinker.reproduce(ctx, str(tmp_path / "repro-1.json"))
+    assert result["verified"] is False and result["reuse_pinned"] is None
+    # the case as found: its second run missed, which ended the check; then the batch replay
+    assert [(a["kind"], a["runs"], a["reproduced_runs"]) for a in result["attempts"]] == [
+        ("unshrunk", 2, 1), ("batch replay", 1, 0)]

@@ -296,6 +296,7 @@ def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
             rows.append(("attempts", _e("; ".join(
                 f"{a['kind']} ({a['cases']} case{'s' * (a['cases'] != 1)}): "
                 + ("reproduced" if a["reproduced"] else f"not reproduced (exit {a['exit_code']}, {a['oracle']})")
+                + (f", {a['reproduced_runs']} of {a['runs']} runs" if a.get("runs", 1) > 1 else "")
                 for a in repro["attempts"]))))
         parts.append(_table(None, rows))
         parts.append(f"<pre>{_e(repro.get('command', ''))}</pre>")

@@ -361,8 +361,9 @@ class StressSession:
                                f"process:\n  {result['command']}")
         else:
             v = result["verification"]
+            runs = f"; {v['reproduced_runs']} of {v['runs']} runs did" if v.get("runs", 1) > 1 else ""
             self.progress.note(f"failure #{n} [{failure['oracle']}]: NOT reproduced in a fresh process (exit "
-                               f"{v['exit_code']}, oracle {v['oracle']}); batch replay:\n  {batch_info['replay']}")
+                               f"{v['exit_code']}, oracle {v['oracle']}{runs}); batch replay:\n  {batch_info['replay']}")
 
 
 def batch_seed_of(seed: int, b: int) -> int:

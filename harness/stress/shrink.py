@@ -18,8 +18,9 @@ For a new failure signature (:mod:`harness.stress.signature`), within the shrink
 3. Hypothesis shrinks the case itself (see :mod:`harness.stress.explore`), the preceding
    cases fixed, every candidate run on the shrink group; a candidate the stack declines is
    never run (it counts as passing).
-4. The minimal sequence goes to ``repro-<n>.json``; the command that runs it is run once in a
-   fresh process. If it does not reproduce, the sequence as found (natural reuse, unshrunk) is
+4. The minimal sequence goes to ``repro-<n>.json``; the command that runs it is run in a
+   fresh process, once, or three times where it still relies on natural reuse (every run
+   must fail the same way). If it does not reproduce, the sequence as found (natural reuse, unshrunk) is
    written and checked instead, and failing that the whole batch up to the case (an exact
    replay of its group).
 """
@@ -131,7 +132,7 @@ class Shrinker:
             self.note(f"failure #{failure['n']} [{oracle}]: checking the {kind} repro ({len(before) + 1} case"
                       f"{'s' * bool(before)}{f', id reuse pinned to {pinned}' if pinned else ''}) in a fresh process")
             t0 = time.monotonic()
-            check = verify(argv, case.name, oracle, self.verify_timeout_s, failure.get("signature"))
+            check = self._check(argv, before + [case], case.name, oracle, failure.get("signature"))
             self.verify_s += time.monotonic() - t0
             result = {"file": display_path(path), "command": command_text(argv), "kind": kind,
                       "cases": len(before) + 1, "preceding_cases": len(before), "target": case.name,
@@ -139,11 +140,27 @@ class Shrinker:
                       "reuse_pinned": pinned, "verified": check["reproduced"], "verification": check, **info}
             tried.append({"kind": kind, "cases": len(before) + 1, "describe": describe(case), "reuse_pinned": pinned,
                           "reproduced": check["reproduced"], "exit_code": check["exit_code"],
-                          "oracle": check["oracle"], "seconds": check["seconds"]})
+                          "oracle": check["oracle"], "seconds": check["seconds"], "runs": check["runs"],
+                          "reproduced_runs": check["reproduced_runs"]})
             result["attempts"] = list(tried)
             if check["reproduced"]:
                 break
         return result
+
+    def _check(self, argv: list, cases: list, case_name: str, oracle: str, wanted) -> dict:
+        """:func:`verify`, once for a sequence whose every case forces reuse; :data:`NATURAL_RUNS`
+        times for one that leaves reuse to the allocator, which counts as reproduced only if
+        every run does (the first that does not ends the check): a repro that fails now and
+        then is reported as one that does not reproduce, never as one that does."""
+        runs = 1 if all(_forced(c, self.cfg) for c in cases) else NATURAL_RUNS
+        checks = []
+        for _ in range(runs):
+            checks.append(verify(argv, case_name, oracle, self.verify_timeout_s, wanted))
+            if not checks[-1]["reproduced"]:
+                break
+        good = sum(1 for c in checks if c["reproduced"])
+        return dict(checks[-1], reproduced=good == runs, runs=len(checks), reproduced_runs=good,
+                    seconds=round(sum(c["seconds"] for c in checks), 2))
 
     def _shrink(self, ctx: FailureContext, target, prefix: list, oracle: str, deadline: float):
         runner = self._runner()
@@ -248,6 +265,10 @@ def _forced(case, cfg) -> bool:
     """Whether ``case`` forces id reuse (or forbids it): a deterministic outcome, unlike natural reuse."""
     return (case.reuse or cfg.reuse.mode) != "natural"
 
+
+# Fresh runs that a repro relying on natural reuse must all fail (one run in six failed
+# otherwise for one measured case: docs/nightly.md, "Pinning natural reuse").
+NATURAL_RUNS = 3
 
 # Forced modes a natural-reuse failure is pinned to, in this order (see the module docstring).
 PIN_MODES = ("symmetric", "asymmetric")

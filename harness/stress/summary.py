@@ -28,6 +28,9 @@ def print_summary(record, stream=None) -> None:
         repro = f.get("repro") or {}
         state = {True: "reproduces", False: "did NOT reproduce in a fresh process", None: "not checked"}[
             repro.get("verified")]
+        v = repro.get("verification") or {}
+        if v.get("runs", 1) > 1:
+            state += f" ({v.get('reproduced_runs')} of {v['runs']} fresh runs, natural reuse)"
         print(f"\nfailure #{f['n']} [{f['oracle']}] {f['count']} case{'s' * (f['count'] != 1)}, first "
               f"{f['first_case']}; repro ({repro.get('kind', '?')}, {repro.get('cases', '?')} case"
               f"{'s' * (repro.get('cases') != 1)}"
