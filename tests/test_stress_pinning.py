@@ -136,6 +136,27 @@ def test_pinning_pins_the_natural_case_before_a_forced_one_and_runs_nothing_twic
                                                                    ["symmetric", "asymmetric"]]
 
 
+def test_a_case_before_it_that_forces_another_mode_is_aligned_with_the_pin():
+    # an isolation finding that needs the case before it to have parked ids on every rank; that
+    # case forces asymmetric reuse (the other rank quarantines what it parked)
+    def rule(cases):
+        return "isolation" if len(cases) >= 2 and [c.reuse for c in cases[-2:]] == ["symmetric"] * 2 else None
+
+    group = _Group([None, None], forced=rule)
+    batch = draw_batch(SEED, 60)
+    index = next(i for i, c in enumerate(batch) if c.reuse in ("", "natural") and i and batch[i - 1].reuse == "asymmetric")
+    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    ctx = FailureContext({"n": 1, "oracle": "isolation"}, named, SEED, 60, index, index - 1)
+    minimal, kept, info = shrinker._shrink(ctx, named[index], named[index - 1:index], "isolation",
+                                           time.monotonic() + 30)
+    assert info["reuse_pinned"] == "symmetric" and [c.reuse for c in kept] == ["symmetric"]
+    # pinned alone; after the case before it as it was; then with it aligned
+    assert [[c.reuse for c in seq] for seq in group.runs[2:5]] == [["symmetric"], ["asymmetric", "symmetric"],
+                                                                   ["symmetric", "symmetric"]]
+
+
 def test_a_forced_failure_is_not_pinned():
     group = _Group([], forced={"symmetric": "hygiene", "asymmetric": "hygiene"})
     batch = draw_batch(SEED, 60)

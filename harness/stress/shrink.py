@@ -12,9 +12,9 @@ For a new failure signature (:mod:`harness.stress.signature`), within the shrink
    given forced reuse instead, ``symmetric`` (every rank reuses: hygiene, isolation) then
    ``asymmetric`` (rank 0 only: ranks diverge); the first mode under which the sequence
    still fails the same way is kept, and every later candidate is pinned the same way. Each
-   mode is tried alone, after the one case before it, then after the cases before it
-   (:func:`_pin_reuse`), so a failure that did not come back with natural reuse gets its
-   tries too.
+   mode is tried alone, after the one case before it, then after the cases before it, those
+   of another forced mode also set to it (:func:`_pin_reuse`), so a failure that did not come
+   back with natural reuse gets its tries too.
 3. Hypothesis shrinks the case itself (see :mod:`harness.stress.explore`), the preceding
    cases fixed, every candidate run on the shrink group; a candidate the stack declines is
    never run (it counts as passing).
@@ -287,7 +287,10 @@ def _pin_reuse(prefix: list, target, kept: list, reproducible: bool, fails, stop
     another case left, such as an isolation finding, usually needs only a case that parks ids
     for it to reuse, and the one before is cheap where all of them may take longer than the
     shrink has left), then after the cases it needed with natural reuse (``kept``, or all of
-    ``prefix`` when it did not come back), as few of them kept as still fail.
+    ``prefix`` when it did not come back), as few of them kept as still fail. Where a case
+    before it forces another mode (``asymmetric`` before a natural case pinned ``symmetric``:
+    the other rank never freed what that case parked), the cases before it are then also
+    tried all in the one mode.
     """
     tries = []
     for before in ([], prefix[-1:], kept if reproducible else prefix):
@@ -295,13 +298,16 @@ def _pin_reuse(prefix: list, target, kept: list, reproducible: bool, fails, stop
             tries.append(before)
     for mode in PIN_MODES:
         for before in tries:
-            seq = [_pinned(c, mode, cfg) for c in before] + [_pinned(target, mode, cfg)]
-            if seq == before + [target] or stop(seq):
-                continue     # nothing to pin: every case of it forces reuse already
-            if fails(seq):
-                if len(before) > 1:
-                    return mode, _fewest_preceding(seq[:-1], seq[-1], fails, stop)
-                return mode, seq[:-1]
+            pinned = [_pinned(c, mode, cfg) for c in before]
+            aligned = [c.with_(reuse=mode) for c in before]
+            for ahead in [pinned] + ([aligned] if aligned != pinned else []):
+                seq = ahead + [_pinned(target, mode, cfg)]
+                if seq == before + [target] or stop(seq):
+                    continue     # nothing to pin: every case of it forces reuse already
+                if fails(seq):
+                    if len(before) > 1:
+                        return mode, _fewest_preceding(seq[:-1], seq[-1], fails, stop)
+                    return mode, seq[:-1]
     return None, kept
 
 
