@@ -44,24 +44,39 @@ class _Group:
         pass
 
 
-def _natural_target(prefix_len=0):
-    """A case with two models or more, it and the ``prefix_len`` cases before it on natural reuse."""
-    batch = draw_batch(SEED, 60)
-    index = next(i for i, c in enumerate(batch) if c.models >= 2 and i >= prefix_len
-                 and all(b.reuse in ("", "natural") for b in batch[i - prefix_len:i + 1]))
-    return batch, index
+def _batch() -> list:
+    return [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(draw_batch(SEED, 60))]
 
 
-def _shrink(group, oracle, prefix_len=0, wall_s=None):
-    batch, index = _natural_target(prefix_len)
-    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
+def _natural(case) -> bool:
+    return case.reuse in ("", "natural")     # the run's --reuse is natural here
+
+
+def _index(batch, wanted, before=lambda c: True) -> int:
+    """The first case that is ``wanted`` and follows a case that is ``before``."""
+    return next(i for i, c in enumerate(batch) if i and wanted(c) and before(batch[i - 1]))
+
+
+def _shrinker(group) -> Shrinker:
     cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
-    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
-    failure = {"n": 1, "oracle": oracle}
-    start = index - prefix_len
-    ctx = FailureContext(failure, named, SEED, 60, index, start, wall_s or {})
-    minimal, kept, info = shrinker._shrink(ctx, named[index], named[start:index], oracle, time.monotonic() + 30)
-    return named[index], minimal, kept, info
+    return Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+
+
+def _context(batch, index, oracle, prefix_len=0) -> FailureContext:
+    return FailureContext({"n": 1, "oracle": oracle}, batch, SEED, 60, index, index - prefix_len)
+
+
+def _shrink_at(group, batch, index, oracle, prefix_len=0):
+    ctx = _context(batch, index, oracle, prefix_len)
+    return _shrinker(group)._shrink(ctx, batch[index], batch[index - prefix_len:index], oracle, time.monotonic() + 30)
+
+
+def _shrink(group, oracle, prefix_len=0):
+    """A case of two models or more, it and the ``prefix_len`` cases before it on natural reuse."""
+    batch = _batch()
+    index = next(i for i, c in enumerate(batch) if c.models >= 2 and i >= prefix_len
+                 and all(_natural(b) for b in batch[i - prefix_len:i + 1]))
+    return (batch[index],) + _shrink_at(group, batch, index, oracle, prefix_len)
 
 
 @pytest.mark.parametrize("oracle, mode", [("hygiene", "symmetric"), ("cross-rank", "asymmetric")])
@@ -107,14 +122,9 @@ def test_no_pin_where_forced_reuse_does_not_fail_the_same_way():
 def test_a_forced_failure_after_natural_cases_is_not_pinned():
     # the case forces reuse and fails alone; the natural case before it is not needed
     group = _Group([], forced={"symmetric": "hygiene", "asymmetric": "hygiene"})
-    batch = draw_batch(SEED, 60)
-    index = next(i for i, c in enumerate(batch) if c.reuse == "asymmetric" and i and batch[i - 1].reuse in ("", "natural"))
-    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
-    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
-    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
-    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index - 1)
-    minimal, kept, info = shrinker._shrink(ctx, named[index], named[index - 1:index], "hygiene",
-                                           time.monotonic() + 30)
+    batch = _batch()
+    index = _index(batch, lambda c: c.reuse == "asymmetric", _natural)
+    minimal, kept, info = _shrink_at(group, batch, index, "hygiene", prefix_len=1)
     assert "reuse_pinned" not in info and kept == [] and info["reproducible"]
 
 
@@ -122,17 +132,12 @@ def test_pinning_pins_the_natural_case_before_a_forced_one_and_runs_nothing_twic
     # the case forces reuse, but fails only after the case before it parks ids (which it does
     # with natural reuse only where the allocator happens to)
     group = _Group([], forced=lambda cases: "isolation" if len(cases) >= 2 and cases[0].reuse == "symmetric" else None)
-    batch = draw_batch(SEED, 60)
-    index = next(i for i, c in enumerate(batch) if c.reuse == "asymmetric" and i and batch[i - 1].reuse in ("", "natural"))
-    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
-    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
-    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
-    ctx = FailureContext({"n": 1, "oracle": "isolation"}, named, SEED, 60, index, index - 1)
-    minimal, kept, info = shrinker._shrink(ctx, named[index], named[index - 1:index], "isolation",
-                                           time.monotonic() + 30)
+    batch = _batch()
+    index = _index(batch, lambda c: c.reuse == "asymmetric", _natural)
+    minimal, kept, info = _shrink_at(group, batch, index, "isolation", prefix_len=1)
     assert info["reuse_pinned"] == minimal.reuse and [c.reuse for c in kept] == ["symmetric"]
     # alone, after the case before it, then pinned after it; the target alone is not run again
-    assert [[c.reuse for c in seq] for seq in group.runs[:3]] == [["asymmetric"], [named[index - 1].reuse, "asymmetric"],
+    assert [[c.reuse for c in seq] for seq in group.runs[:3]] == [["asymmetric"], [batch[index - 1].reuse, "asymmetric"],
                                                                    ["symmetric", "asymmetric"]]
 
 
@@ -143,14 +148,9 @@ def test_a_case_before_it_that_forces_another_mode_is_aligned_with_the_pin():
         return "isolation" if len(cases) >= 2 and [c.reuse for c in cases[-2:]] == ["symmetric"] * 2 else None
 
     group = _Group([None, None], forced=rule)
-    batch = draw_batch(SEED, 60)
-    index = next(i for i, c in enumerate(batch) if c.reuse in ("", "natural") and i and batch[i - 1].reuse == "asymmetric")
-    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
-    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
-    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
-    ctx = FailureContext({"n": 1, "oracle": "isolation"}, named, SEED, 60, index, index - 1)
-    minimal, kept, info = shrinker._shrink(ctx, named[index], named[index - 1:index], "isolation",
-                                           time.monotonic() + 30)
+    batch = _batch()
+    index = _index(batch, _natural, lambda c: c.reuse == "asymmetric")
+    minimal, kept, info = _shrink_at(group, batch, index, "isolation", prefix_len=1)
     assert info["reuse_pinned"] == "symmetric" and [c.reuse for c in kept] == ["symmetric"]
     # pinned alone; after the case before it as it was; then with it aligned
     assert [[c.reuse for c in seq] for seq in group.runs[2:5]] == [["symmetric"], ["asymmetric", "symmetric"],
@@ -159,25 +159,19 @@ def test_a_case_before_it_that_forces_another_mode_is_aligned_with_the_pin():
 
 def test_a_forced_failure_is_not_pinned():
     group = _Group([], forced={"symmetric": "hygiene", "asymmetric": "hygiene"})
-    batch = draw_batch(SEED, 60)
-    index = next(i for i, c in enumerate(batch) if c.reuse == "asymmetric")
-    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
-    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
-    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
-    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index)
-    minimal, kept, info = shrinker._shrink(ctx, named[index], [], "hygiene", time.monotonic() + 30)
+    batch = _batch()
+    index = _index(batch, lambda c: c.reuse == "asymmetric")
+    minimal, kept, info = _shrink_at(group, batch, index, "hygiene")
     assert "reuse_pinned" not in info and minimal.reuse in ("symmetric", "asymmetric")
 
 
 def test_the_repro_check_falls_back_from_the_pinned_form_to_the_one_found(tmp_path, monkeypatch):
     from harness.stress import shrink
 
-    group = _Group(["hygiene"])
-    batch, index = _natural_target()
-    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
-    target = named[index]
-    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
-    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    batch = _batch()
+    index = _index(batch, lambda c: c.models >= 2 and _natural(c))
+    target = batch[index]
+    shrinker = _shrinker(_Group(["hygiene"]))
     checked = []
 
     def verify(argv, case_name, oracle, timeout_s, wanted=None):
@@ -191,8 +185,7 @@ def test_the_repro_check_falls_back_from_the_pinned_form_to_the_one_found(tmp_pa
                 "timed_out": False, "seconds": 0.1, "output_tail": ""}
 
     monkeypatch.setattr(shrink, "verify", verify)
-    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index)
-    result = shrinker.reproduce(ctx, str(tmp_path / "repro-1.json"))
+    result = shrinker.reproduce(_context(batch, index, "hygiene"), str(tmp_path / "repro-1.json"))
     # the pinned form forces reuse: one run; the form found relies on natural reuse: three
     assert checked == ["symmetric"] + [target.reuse] * 3
     assert [a["reuse_pinned"] for a in result["attempts"]] == ["symmetric", None]
@@ -204,11 +197,9 @@ def test_the_repro_check_falls_back_from_the_pinned_form_to_the_one_found(tmp_pa
 def test_a_natural_reuse_repro_that_fails_only_now_and_then_does_not_count_as_reproduced(tmp_path, monkeypatch):
     from harness.stress import shrink
 
-    group = _Group([None], forced={"symmetric": None, "asymmetric": None})    # cannot be pinned
-    batch, index = _natural_target()
-    named = [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(batch)]
-    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
-    shrinker = Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
+    shrinker = _shrinker(_Group([None], forced={"symmetric": None, "asymmetric": None}))    # cannot be pinned
+    batch = _batch()
+    index = _index(batch, lambda c: c.models >= 2 and _natural(c))
     outcomes = [True, False]       # the allocator's mood in fresh processes; then no luck at all
 
     def verify(argv, case_name, oracle, timeout_s, wanted=None):
@@ -217,8 +208,7 @@ def test_a_natural_reuse_repro_that_fails_only_now_and_then_does_not_count_as_re
                 "seconds": 0.1, "output_tail": ""}
 
     monkeypatch.setattr(shrink, "verify", verify)
-    ctx = FailureContext({"n": 1, "oracle": "hygiene"}, named, SEED, 60, index, index)
-    result = shrinker.reproduce(ctx, str(tmp_path / "repro-1.json"))
+    result = shrinker.reproduce(_context(batch, index, "hygiene"), str(tmp_path / "repro-1.json"))
     assert result["verified"] is False and result["reuse_pinned"] is None
     # the case as found: its second run missed, which ended the check; then the batch replay
     assert [(a["kind"], a["runs"], a["reproduced_runs"]) for a in result["attempts"]] == [
