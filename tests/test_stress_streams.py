@@ -220,3 +220,40 @@ def test_the_progress_line_counts_every_group_and_each_failure_once(tmp_path):
                       {"oracle": "cross-rank", "signature": "cross-rank: X @ f.py g"}]}
     assert combined_totals([a, b]) == {"cases": 9, "failing_cases": 3, "failures": 2, "reuse_events": 8}
     assert read_header(str(tmp_path / "missing.json")) is None
+
+
+# A cross-rank failure as a rank reports it: where the ranks last agreed (a gradient sum), what
+# differs, the collective each rank then issued (the amax reduction: where it failed), its traceback.
+AGREED_AT_SUM = (
+    "CollectiveMismatch: registries differ between ranks before collective #16 (they agreed at collective #15 at "
+    "harness/stacks/data_parallel.py:22 sum_in_rank_order <- harness/stacks/emulated/model.py:45 sync_gradients <- "
+    "harness/stacks/emulated/model.py:53 sgd_step <- harness/stacks/emulated/stack.py:84 optimizer_step):\n"
+    "  id_bookkeeping.AUTOCAST_TO_FP8_PARAMS: rank 0: 1 keys, 12 entries (shape digest c1fe5a85eea7); rank 1: 1 keys, "
+    "11 entries (shape digest 9c17165444ab)\n"
+    "  id_bookkeeping.FP8_PARAM_TO_AUTOCAST: rank 0: 12 keys, 24 entries (shape digest 56d47c9805be); rank 1: 11 keys, "
+    "22 entries (shape digest 3b5738ac8f29)\n"
+    + "".join(f"  rank {r}: all_reduce MAX float32[24] at harness/stacks/emulated/amax_buffers.py:43 reduce_and_update "
+              f"<- harness/stacks/emulated/autocast.py:38 fp8_autocast <- harness/stacks/emulated/model.py:29 "
+              f"forward_backward\n" for r in (0, 1))
+    + '  File "harness/stacks/emulated/amax_buffers.py", line 43, in reduce_and_update\n'
+      "    dist.all_reduce(contiguous_amax, op=dist.ReduceOp.MAX, group=group)")
+
+
+def test_a_cross_rank_failure_passed_on_by_isolation_keeps_where_it_failed():
+    # The isolation oracle passes on the run alone's failure; the finding, read as a stress
+    # failure, is the failure that fires in a shared run: the collective the ranks issued
+    # (reduce_and_update), not where they last agreed (sum_in_rank_order). Cut at 600
+    # characters, it lost those lines and read as another failure.
+    from harness.oracles.findings import Failure
+    from harness.oracles.isolation import compare_runs
+    from harness.runner.rank.result import RankResult
+
+    shared = RankResult(case="c", rank=0)
+    alone = RankResult(case="c", rank=0)
+    alone.failures = [Failure("cross-rank", AGREED_AT_SUM, rank=0)]
+    (line,) = compare_runs(shared, alone)
+    assert "Traceback" not in line and 'File "' not in line
+    finding = "[isolation] rank 0: " + line
+    in_shared_run = "[cross-rank] rank 0: " + AGREED_AT_SUM
+    assert signature("isolation", finding) == signature("cross-rank", in_shared_run)
+    assert signature("isolation", finding).endswith("@ harness/stacks/emulated/amax_buffers.py reduce_and_update")

@@ -29,6 +29,7 @@ ALONE = "in the run alone (this case only, in a fresh process): "
 ALONE_BROKEN = (Oracle.ERROR, Oracle.LIVENESS, Oracle.CROSS_RANK, Oracle.ISOLATION, Oracle.BUFFER_INTEGRITY)
 # How an isolation finding begins that only passes on the run alone's own failure (its line follows).
 FAILED_ALONE = "the isolated run of this case failed by itself, so it cannot be compared: "
+PASSED_ON_CHARS = 4000     # of the failure passed on, its traceback left out
 
 
 def _oracle(f) -> str:
@@ -64,6 +65,20 @@ def _against_reference(run) -> str:
     return "was not checked against the reference"
 
 
+def passed_on(f) -> str:
+    """The run alone's failure as an isolation finding passes it on: its lines up to its traceback,
+    at most :data:`PASSED_ON_CHARS`. A cross-rank failure's lines name the collective each rank
+    issued after the one where they last agreed, and that is where the failure is
+    (``harness/stress/signature.py``): cut short, a failure that fired in the run alone would
+    read as another failure than the same one fired in a shared run."""
+    kept = []
+    for line in _line(f).splitlines():
+        if line.lstrip().startswith(("Traceback (most recent call last)", 'File "')):
+            break
+        kept.append(line)
+    return "\n".join(kept)[:PASSED_ON_CHARS]
+
+
 def which_disagrees(shared, alone) -> str:
     """Which of two runs whose digests differ is wrong, by the reference both were checked against."""
     return (f"the run after other cases {_against_reference(shared)}; "
@@ -93,7 +108,7 @@ def compare_runs(shared, alone) -> list[str]:
         return [f"the isolated run of this case failed by itself ({_oracle(own[0])}, reported on its own line), "
                 f"so it cannot be compared"]
     if broken:
-        return [FAILED_ALONE + _line(broken[0])[:600]]
+        return [FAILED_ALONE + passed_on(broken[0])]
     a_seq, a_entries = _collapsed(alone.collectives)
     s_seq, s_entries = _collapsed(shared.collectives)
     if a_seq != s_seq:
