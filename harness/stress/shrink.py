@@ -20,9 +20,9 @@ For a new failure signature (:mod:`harness.stress.signature`), within the shrink
    never run (it counts as passing).
 4. The minimal sequence goes to ``repro-<n>.json``; the command that runs it is run in a
    fresh process, once, or three times where it still relies on natural reuse (every run
-   must fail the same way). If it does not reproduce, the sequence as found (natural reuse, unshrunk) is
-   written and checked instead, and failing that the whole batch up to the case (an exact
-   replay of its group).
+   must fail the same way). If it does not reproduce, the sequence as found (natural
+   reuse, unshrunk) is written and checked instead, and failing that the whole batch up to
+   the case (an exact replay of its group).
 """
 
 from __future__ import annotations
@@ -266,8 +266,8 @@ def _forced(case, cfg) -> bool:
     return (case.reuse or cfg.reuse.mode) != "natural"
 
 
-# Fresh runs that a repro relying on natural reuse must all fail (one run in six failed
-# otherwise for one measured case: docs/nightly.md, "Pinning natural reuse").
+# Fresh runs that a repro relying on natural reuse must all fail (one measured case failed
+# another way in one run of six: docs/nightly.md, "Pinning natural reuse").
 NATURAL_RUNS = 3
 
 # Forced modes a natural-reuse failure is pinned to, in this order (see the module docstring).
