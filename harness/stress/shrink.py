@@ -152,7 +152,7 @@ class Shrinker:
         times for one that leaves reuse to the allocator, which counts as reproduced only if
         every run does (the first that does not ends the check): a repro that fails now and
         then is reported as one that does not reproduce, never as one that does."""
-        runs = 1 if all(_forced(c, self.cfg) for c in cases) else NATURAL_RUNS
+        runs = 1 if _all_forced(cases, self.cfg) else NATURAL_RUNS
         checks = []
         for _ in range(runs):
             checks.append(verify(argv, case_name, oracle, self.verify_timeout_s, wanted))
@@ -206,10 +206,9 @@ class Shrinker:
         info["reproducible"] = reproducible
         pin = None
         needed = (kept if reproducible else prefix) + [target]
-        if not out_of_time() and not all(_forced(c, self.cfg) for c in needed):
+        if not out_of_time() and not _all_forced(needed, self.cfg):
             pin, kept = _pin_reuse(prefix, target, kept, reproducible, fails, stop, self.cfg)
         if pin is not None:
-            info["reuse_pinned"] = pin
             info.pop("note", None)
             reproducible = True
         elif not reproducible and "note" not in info:
@@ -266,6 +265,10 @@ def _forced(case, cfg) -> bool:
     return (case.reuse or cfg.reuse.mode) != "natural"
 
 
+def _all_forced(cases: list, cfg) -> bool:
+    return all(_forced(c, cfg) for c in cases)
+
+
 # Fresh runs that a repro relying on natural reuse must all fail (one measured case failed
 # another way in one run of six: docs/nightly.md, "Pinning natural reuse").
 NATURAL_RUNS = 3
@@ -302,8 +305,10 @@ def _pin_reuse(prefix: list, target, kept: list, reproducible: bool, fails, stop
             aligned = [c.with_(reuse=mode) for c in before]
             for ahead in [pinned] + ([aligned] if aligned != pinned else []):
                 seq = ahead + [_pinned(target, mode, cfg)]
-                if seq == before + [target] or stop(seq):
+                if seq == before + [target]:
                     continue     # nothing to pin: every case of it forces reuse already
+                if stop(seq):
+                    continue
                 if fails(seq):
                     if len(before) > 1:
                         return mode, _fewest_preceding(seq[:-1], seq[-1], fails, stop)
