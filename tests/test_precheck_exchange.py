@@ -130,3 +130,18 @@ def test_three_ranks_connect_to_each_other_through_the_store():
     assert [exchanges[2].fetch(0, p) for p in (0, 1)] == ["from 0", "from 1"]
     for ex in exchanges.values():
         ex.close()
+
+
+def test_a_collective_carries_the_stack_call_it_was_issued_in():
+    from harness.collectives.entry import format_entry
+    from harness.collectives.ledger import Ledger
+
+    ledger = Ledger()
+    ledger.begin_case("c")
+    with ledger.during("te.reduce_and_update_fp8_tensors(forward=True) model 1, step 0"):
+        inside = ledger.record("all_reduce", (), {})
+    outside = ledger.record("all_reduce", (), {})
+    assert inside["during"] == "te.reduce_and_update_fp8_tensors(forward=True) model 1, step 0"
+    assert "during" not in outside
+    assert format_entry(inside).endswith("(during te.reduce_and_update_fp8_tensors(forward=True) model 1, step 0)")
+    assert "during" not in format_entry(outside)

@@ -43,4 +43,9 @@ def format_entry(entry: dict | None) -> str:
     if entry is None:
         return "(no collective)"
     site = " <- ".join(entry["sites"][:4]) or "(no site outside torch and the harness)"
-    return f"#{entry['seq']} {describe(entry)} at {site}"
+    return f"#{entry['seq']} {describe(entry)} at {site}{during(entry)}"
+
+
+def during(entry: dict) -> str:
+    """`` (during ...)`` naming the stack's own call an entry was issued in, or nothing."""
+    return f" (during {entry['during']})" if entry.get("during") else ""

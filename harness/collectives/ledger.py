@@ -12,6 +12,7 @@ shape; the call site does not.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -79,6 +80,18 @@ class Ledger:
         self.on_progress = None
         self.precheck = None     # a CollectivePrecheck, set by the rank's runner
         self.check_s = 0.0       # seconds spent recording and prechecking collectives (never reset)
+        self._during: list[str] = []     # the stack's own calls under way (innermost last)
+
+    @contextlib.contextmanager
+    def during(self, what: str):
+        """Every collective issued inside the block carries ``what`` (its ``during`` field): a stack
+        names its own call a collective comes from (TE 1.x: which reduction, model and step), and
+        a cross-rank mismatch then says it for each rank."""
+        self._during.append(what)
+        try:
+            yield
+        finally:
+            self._during.pop()
 
     def progress(self) -> None:
         """Tell the rank's watchdog that the case moves (a step started, a collective returned)."""
@@ -119,6 +132,8 @@ class Ledger:
         entry = {"seq": self._seq, "op": op, "group": ranks, "shapes": shapes, "dtypes": dtypes,
                  "reduce": str(reduce_op).split(".")[-1] if reduce_op is not None else None,
                  "sites": call_sites()}
+        if self._during:
+            entry["during"] = self._during[-1]
         return self._append(entry)
 
     def record_call(self, op: str, reduce: str | None = None) -> dict:

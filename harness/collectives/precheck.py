@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime
 import json
 
-from harness.collectives.entry import describe, shape_signature
+from harness.collectives.entry import describe, during, shape_signature
 from harness.collectives.exchange import ExchangeTimeout, PeerGone, StoreExchange
 from harness.collectives.registry_digest import registry_divergence, registry_summary
 from harness.errors import DeadlineExceeded, HarnessError
@@ -90,7 +90,8 @@ class CollectivePrecheck:
         regs = registry_summary(self.registries()) if self.registries is not None else None
         where = entry["sites"][0] if entry["sites"] else ""
         try:
-            self.exchange.publish(k, self.rank, json.dumps({"sig": mine, "sites": entry["sites"][:4], "regs": regs}))
+            self.exchange.publish(k, self.rank, json.dumps({"sig": mine, "sites": entry["sites"][:4], "regs": regs,
+                                                            "during": entry.get("during")}))
         except ExchangeTimeout:
             raise DeadlineExceeded(f"collective #{k} {describe(mine)}: a peer read nothing of this rank's",
                                    self.deadline_s, where) from None
@@ -110,7 +111,8 @@ class CollectivePrecheck:
                                    f"while rank {self.rank} waited for it at collective #{k} {describe(mine)}")
             if "end" in theirs:
                 raise CollectiveMismatch(
-                    f"rank {self.rank} issues collective #{k} {describe(mine, entry['sites'][:4])}, but rank {peer} "
+                    f"rank {self.rank} issues collective #{k} {describe(mine, entry['sites'][:4])}{during(entry)}, "
+                    f"but rank {peer} "
                     f"ended the case after {theirs['end']} collectives: rank {self.rank} has an extra collective")
             diverged = registry_divergence(regs, theirs.get("regs"), self.rank, peer)
             if diverged:
@@ -118,10 +120,11 @@ class CollectivePrecheck:
                           if self.agreed else "they differ from the case's first collective on")
                 raise CollectiveMismatch(
                     f"registries differ between ranks before collective #{k} ({agreed}):\n  "
-                    + "\n  ".join(diverged) + f"\n  rank {self.rank}: {describe(mine, entry['sites'][:4])}"
-                    f"\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}")
+                    + "\n  ".join(diverged) + f"\n  rank {self.rank}: {describe(mine, entry['sites'][:4])}{during(entry)}"
+                    f"\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}{during(theirs)}")
             if theirs["sig"] != mine:
                 raise CollectiveMismatch(
                     f"collective #{k} differs between ranks:\n  rank {self.rank}: "
-                    f"{describe(mine, entry['sites'][:4])}\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}")
+                    f"{describe(mine, entry['sites'][:4])}{during(entry)}\n  "
+                    f"rank {peer}: {describe(theirs['sig'], theirs['sites'])}{during(theirs)}")
         self.agreed = (k, entry["sites"][:4])

@@ -9,24 +9,47 @@ collective is issued (:func:`registry_divergence`), so such a divergence is repo
 collective after it happened, naming the registry, instead of at a later size mismatch.
 
 What a key's shape is: ints that can be addresses become ``id``, other scalars keep their value,
-tuples their element shapes, tensors their dtype and shape, anything else its type name. An
-entry's size: a container's length, a tensor's element count, else 1.
+tuples their element shapes, tensors their dtype and shape, anything else its type name. A string
+keeps its text with every address written in it blanked to ``id``: a decimal address, the default
+``hash()`` of an object (its address rotated by 4 bits: TE 1.x keys its autocast buffers on
+``f"{recipe}:{hash(group)}"``), and a ``0x`` address as in an object's repr. An entry's size: a
+container's length, a tensor's element count, else 1.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any, Mapping
 
 from harness.idreuse.containers import plausible_address
 
 _SCALARS = (str, float, bool, type(None), bytes)
+_NUMBERS_IN_TEXT = re.compile(r"0x[0-9a-fA-F]{6,16}|-?\d{9,20}")
+_MASK = (1 << 64) - 1
+_TEXT_ADDRESS_FLOOR = 1 << 32      # a heap or mapping address written as text; smaller numbers are counts
+
+
+def _address_text(number: str) -> bool:
+    """Whether a number written in a string is an address, or an object's default hash of one."""
+    if number.lower().startswith("0x"):
+        return plausible_address(int(number, 16))
+    value = int(number) & _MASK
+    unrotated = ((value << 4) | (value >> 60)) & _MASK        # CPython's pointer hash, undone
+    return any(plausible_address(v) and v >= _TEXT_ADDRESS_FLOOR for v in (value, unrotated))
+
+
+def text_shape(text: str) -> str:
+    """``text`` with the addresses written in it blanked to ``id``."""
+    return _NUMBERS_IN_TEXT.sub(lambda m: "id" if _address_text(m.group(0)) else m.group(0), text)
 
 
 def key_shape(key: Any) -> str:
     """What a key looks like with its ids blanked out (identical on every rank of a lock-step run)."""
     if type(key) is int:
         return "id" if plausible_address(key) else repr(key)
+    if isinstance(key, str):
+        return repr(text_shape(key))
     if isinstance(key, _SCALARS):
         return repr(key)
     if isinstance(key, tuple):

@@ -43,6 +43,8 @@ def print_summary(report: RunReport, stream=None) -> None:
     if "te_version" in info:
         standins = ", ".join(info.get("onnx_standins") or []) or "none"
         print(f"Transformer Engine {info['te_version'] or '(version unknown)'}, ONNX stand-ins: {standins}", file=out)
+    if "placement" in info:
+        print(f"placement: {info['placement']['description']}", file=out)
     print(f"{t['cases']} cases, {t['models_built']} models built, {t['steps_compared']} steps compared bitwise, "
           f"{t['reuse_events']} reuse events, {t['retention_warnings']} retention warnings", file=out)
     if t["reuse_events"] == 0 and t["cases"]:

@@ -69,7 +69,7 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
         session = None
         try:
             session = open_session(cfg, events, spmd)
-            report.stack_info = run_info(cfg.sut)
+            report.stack_info = run_info(cfg.sut, cfg.world_size)
             run_cases(session, cfg.cases, report, on_case)
         except Interrupted as exc:
             report.interrupted = f"controller received {exc.args[0]}"

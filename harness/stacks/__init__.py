@@ -22,15 +22,21 @@ BUILTIN = {
 _TE_STACKS = ("te", "te-buggy", "te1")
 
 
-def run_info(name: str, options: dict | None = None) -> dict:
+def run_info(name: str, world_size: int | None = None) -> dict:
     """What a run's report says about the stack beyond its name: for the TE stacks, the TE
-    version and the ONNX stand-ins in place (read in this process, after the stack was loaded);
-    empty for the others. Called by the runner when the session is open."""
+    version and the ONNX stand-ins in place (read in this process, after the stack was loaded),
+    and how ``world_size`` ranks sit on this host's GPUs and what TE reduces over; empty for the
+    others. Called by the runner when the session is open."""
     if name not in _TE_STACKS:
         return {}
+    from harness.stacks.te.gpus import host_placement
     from harness.stacks.te.release import run_info as te_run_info
 
-    return te_run_info()
+    info = te_run_info()
+    placed = host_placement(world_size) if world_size is not None else None
+    if placed is not None:
+        info["placement"] = placed.to_dict()
+    return info
 
 
 def _flags(keys) -> str:

@@ -97,9 +97,13 @@ def _importable(name: str) -> bool:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=120).returncode == 0
 
 
-def test_more_than_one_rank_is_refused_before_any_rank_starts():
+def test_more_ranks_than_gpus_share_them_and_no_gpu_is_refused(monkeypatch):
+    from harness.stacks.te import gpus
     from harness.stacks.te1.stack import TE1Stack
 
-    with pytest.raises(SetupError, match=r"^--sut te1 --world-size 2: the TE 1.x stack runs one rank .*"
-                                         r"use --world-size 1$"):
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [gpus.Gpu(0, "NVIDIA H100", (9, 0))])
+    TE1Stack("1.12.0").check_world_size(2)
+    TE1Stack("1.12.0").check_world_size(4)
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
+    with pytest.raises(SetupError, match=r"^--sut te1 --world-size 2: no GPU visible here; TE's FP8 needs a CUDA GPU"):
         TE1Stack("1.12.0").check_world_size(2)

@@ -1,5 +1,5 @@
-"""``--sut te`` refuses, before any rank starts, what this machine's GPUs cannot run: more ranks than
-GPUs, or a GPU without FP8. Runs without TE and without a GPU: both are faked here."""
+"""``--sut te`` refuses, before any rank starts, what this machine's GPUs cannot run: no GPU, or a GPU
+without FP8; more ranks than GPUs share them. Runs without TE and without a GPU: both are faked here."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ H200 = Gpu(0, "NVIDIA H200", (9, 0))
 def test_world_refusal():
     assert gpus.world_refusal(1, [H200]) is None
     assert gpus.world_refusal(2, [H200, Gpu(1, "NVIDIA H200", (9, 0))]) is None
-    assert gpus.world_refusal(2, [H200]) == ("--sut te --world-size 2: 1 GPU(s) visible here (NVIDIA H200); "
-                                             "TE runs one rank per GPU (NCCL refuses two ranks on one GPU)")
-    assert "0 GPU(s) visible here (none)" in gpus.world_refusal(1, [])
+    assert gpus.world_refusal(2, [H200]) is None                          # two ranks share the GPU
+    assert gpus.world_refusal(4, [H200]) is None
+    assert gpus.world_refusal(2, []) == ("--sut te --world-size 2: no GPU visible here; TE's FP8 needs a CUDA GPU "
+                                         "(ranks beyond the GPUs share them round-robin, over gloo)")
     a100 = Gpu(1, "NVIDIA A100-SXM4-80GB", (8, 0))
     assert gpus.world_refusal(2, [H200, a100], "te-buggy") == (
         "--sut te-buggy: GPU 1 (NVIDIA A100-SXM4-80GB, compute capability 8.0) has no FP8 support: "
@@ -58,14 +59,22 @@ def faked_te(monkeypatch):
     return visible
 
 
-def test_cli_refuses_more_ranks_than_gpus_in_one_line(faked_te, capsys):
+def test_cli_refuses_no_gpu_in_one_line(faked_te, capsys):
+    from harness.cli import main
+
+    faked_te([])
+    assert main(["run", "--sut", "te", "--world-size", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --sut te --world-size 2: no GPU visible here; TE's FP8 needs a CUDA GPU (ranks beyond "
+                   "the GPUs share them round-robin, over gloo)"], err
+
+
+def test_cli_accepts_more_ranks_than_gpus(faked_te, capsys):
     from harness.cli import main
 
     faked_te([H200])
-    assert main(["run", "--sut", "te", "--world-size", "2"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["error: --sut te --world-size 2: 1 GPU(s) visible here (NVIDIA H200); TE runs one rank per GPU "
-                   "(NCCL refuses two ranks on one GPU)"], err
+    assert main(["run", "--sut", "te", "--world-size", "4", "--list"]) == 0
+    assert "delayed/" in capsys.readouterr().out
 
 
 def test_cli_refuses_a_gpu_without_fp8(faked_te, capsys):

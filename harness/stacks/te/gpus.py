@@ -7,11 +7,13 @@ which ``torch.cuda.device_count`` also uses), honouring ``CUDA_VISIBLE_DEVICES``
 
 Refused, in one line (exit 2), by :func:`world_refusal`:
 
-* more ranks than visible GPUs: each rank takes GPU ``rank % count``, and two ranks on one GPU
-  end in NCCL's "Duplicate GPU detected" a few seconds into every case (measured: about 9 s,
-  ``--sut te --world-size 2`` on a machine with one H200);
+* no GPU visible;
 * a GPU the ranks would use without FP8 tensor cores: compute capability below 8.9 (TE's own
   FP8 check asks for 8.9, Ada, or later).
+
+More ranks than GPUs are not refused: the ranks share the GPUs round-robin and TE reduces over
+gloo (:mod:`harness.stacks.te.placement`; NCCL alone would end every case in "Duplicate GPU
+detected" a few seconds in, measured: about 9 s, ``--sut te --world-size 2`` on one H200).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import os
+
+from harness.stacks.te.placement import Placement, local_ranks
 
 FP8_CAPABILITY = (8, 9)
 
@@ -119,11 +123,12 @@ def visible_gpus() -> list[Gpu]:
 
 
 def world_refusal(world_size: int, gpus: list[Gpu], sut: str = "te") -> str | None:
-    """Why ``--sut te`` cannot run ``world_size`` ranks on these GPUs (one line), or None."""
-    if world_size > len(gpus):
-        seen = ", ".join(sorted({g.name for g in gpus})) or "none"
-        return (f"--sut {sut} --world-size {world_size}: {len(gpus)} GPU(s) visible here ({seen}); "
-                f"TE runs one rank per GPU (NCCL refuses two ranks on one GPU)")
+    """Why ``--sut te`` cannot run ``world_size`` ranks on these GPUs (one line), or None.
+
+    More ranks than GPUs run, sharing them (:mod:`harness.stacks.te.placement`)."""
+    if not gpus:
+        return (f"--sut {sut} --world-size {world_size}: no GPU visible here; TE's FP8 needs a CUDA GPU "
+                f"(ranks beyond the GPUs share them round-robin, over gloo)")
     for gpu in gpus[:world_size]:
         if gpu.capability is not None and gpu.capability < FP8_CAPABILITY:
             cc = ".".join(map(str, gpu.capability))
@@ -131,3 +136,9 @@ def world_refusal(world_size: int, gpus: list[Gpu], sut: str = "te") -> str | No
             return (f"--sut {sut}: GPU {gpu.index} ({gpu.name}, compute capability {cc}) has no FP8 support: "
                     f"TE's FP8 needs compute capability {need} or later")
     return None
+
+
+def host_placement(world_size: int) -> Placement | None:
+    """This host's placement of ``world_size`` ranks on the GPUs NVML sees (None: no GPU seen)."""
+    count = len(visible_gpus())
+    return Placement(local_ranks(world_size), count) if count else None

@@ -41,7 +41,7 @@ from harness.stacks.te import global_state, gpu_wait, gpus, id_hook, ub_cases, u
 from harness.stacks.te import model as _model
 from harness.stacks.te import snapshot as _snapshot
 from harness.stacks.te import ub_model as _ub_model
-from harness.stacks.te.groups import AmaxGroups, select_device
+from harness.stacks.te.groups import AmaxGroups, placement, select_device
 from harness.stacks.te.userbuffers import UbCommunicators
 
 INJECTIONS = ("id-hook",)
@@ -110,7 +110,7 @@ class TEStack:
 
     def check_world_size(self, world_size: int) -> None:
         """Called before any rank starts: SetupError (one line, exit 2) when this machine cannot
-        run ``world_size`` ranks of TE (more ranks than GPUs, a GPU without FP8)."""
+        run ``world_size`` ranks of TE (no GPU, a GPU without FP8; more ranks than GPUs share them)."""
         reason = gpus.world_refusal(world_size, gpus.visible_gpus(), self.name)
         if reason is not None:
             raise SetupError(reason)
@@ -125,8 +125,10 @@ class TEStack:
 
     # --- building ---------------------------------------------------------------------------
     def build(self, spec: ModelSpec, ctx: BuildContext):
+        placed = placement(ctx.world_size)
         if spec.userbuffers:
-            reason = ub_cases.decline_reason(spec) or ub_cases.shape_reason(spec.dims, ctx.world_size, spec.overlap)
+            reason = (ub_cases.decline_reason(spec) or ub_cases.shape_reason(spec.dims, ctx.world_size, spec.overlap)
+                      or ub_cases.shared_gpu_reason(placed, spec.overlap))
         else:
             reason = _cases.decline_reason(spec) or _cases.shape_reason(spec.dims)
         if reason is not None:
@@ -134,7 +136,7 @@ class TEStack:
         mods = self.te_mods()
         device = select_device(ctx.rank)
         self._device, self._deadline_s = device, ctx.deadline_s
-        group = self._groups.for_group(ctx.group if ctx.world_size > 1 else None)
+        group = self._groups.for_group(ctx.group if ctx.world_size > 1 else None, placed.transport)
         # The buggy stack: each layer registers its weight's id at its first forward under
         # autocast (where pre-fix TE did); the cast hook is process-wide, so the construction
         # copy already runs it, and a reused id that a dead model registered completes a stale

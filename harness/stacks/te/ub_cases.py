@@ -22,7 +22,8 @@ Declined (the build says why when a case file asks for them):
   records its construction cast's amax (its weight quantizer's amax is row 0 of the weight's
   history), while the reference's init_cast path is a cast with a dummy amax;
 * what :func:`harness.stacks.te.cases.decline_reason` declines for every TE case (E5M2, other
-  scalings), and a group of one rank (no tensor parallelism to overlap).
+  scalings), and a group of one rank (no tensor parallelism to overlap);
+* every case of the family where ranks share a GPU (:func:`shared_gpu_reason`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import dataclasses
 from harness.case.catalog import userbuffers_cases as catalogue_ub_cases
 from harness.case.spec import CaseSpec
 from harness.stacks.protocol import ModelSpec
+from harness.stacks.te import placement as _placement
 
 HIDDEN = 128
 BATCH = 32
@@ -94,3 +96,12 @@ def declined_cases() -> dict[str, str]:
 def builtin_cases() -> list[CaseSpec]:
     """The Userbuffers cases ``--sut te`` runs (selected with ``--cases userbuffers``)."""
     return [fit(c) for c in catalogue_ub_cases() if decline_reason(c.model) is None]
+
+
+def shared_gpu_reason(placed, overlap: bool = True) -> str | None:
+    """Why the family does not run where ranks share a GPU (``placed``: a
+    :class:`~harness.stacks.te.placement.Placement`, None when unknown), or None."""
+    if placed is None or not placed.shared:
+        return None
+    return (f"--sut te: {placed.local_ranks} ranks share {placed.gpus} GPU{'s' * (placed.gpus > 1)} here; "
+            + _placement.shared_gpu_reason(True, overlap))

@@ -8,10 +8,11 @@ differs from TE 2.x (:data:`harness.stacks.te.cases.FIELDS`):
 * ``construction="init_cast"`` runs: TE 1.x's construction cast passes a dummy amax
   (``reset_parameters``, tags v1.12 and v1.13), so it records nothing in the weight's history,
   which is what the reference's init-cast path models;
-* world size 1 only, and no Userbuffers: the TE 1.x stack has not been built for more ranks or
-  for TE 1.x's Userbuffers (``initialize_ub`` with ``te.Linear``'s ``ub_overlap_*``), so those
-  cases are declined with the reason; the E5M2 format, scalings other than delayed, and bias are
-  declined as for TE 2.x.
+* no Userbuffers: the TE 1.x stack has not been built for TE 1.x's Userbuffers
+  (``initialize_ub`` with ``te.Linear``'s ``ub_overlap_*``), so those cases are declined with the
+  reason; the E5M2 format, scalings other than delayed, and bias are declined as for TE 2.x. Any
+  world size runs: ranks beyond the GPUs share them and TE reduces over gloo
+  (:mod:`harness.stacks.te.placement`).
 
 :data:`CAPABILITIES` is what the runners and stress read; the build refuses the same through
 :func:`decline_reason` (one declaration). Plain Python: nothing here imports TE.
@@ -34,12 +35,9 @@ FIELDS = dataclasses.replace(
     te_cases.FIELDS,
     constructions=(Construction.COPY, Construction.INIT_CAST),
     userbuffers=(False,),
-    max_world_size=1,
     why={**{check: text for check, text in te_cases.FIELDS.why.items() if check != "construction"},
          "userbuffers": ("the TE 1.x stack does not run TE 1.x's Userbuffers (comm-GEMM overlap of "
-                         "te.Linear's ub_overlap_* with initialize_ub); --sut te runs them on TE 2.x"),
-         "world_size": ("the TE 1.x stack runs one rank (its weight-update check takes each rank's amaxes as "
-                        "the reduced ones); --sut te runs more on TE 2.x")},
+                         "te.Linear's ub_overlap_* with initialize_ub); --sut te runs them on TE 2.x")},
 )
 
 

@@ -31,8 +31,10 @@ records only row 0 of a history may change (a cast records its amax there) and i
 truncates or zero-pads a history when the autocast's recipe has another length,
 ``adjust_amax_history_length``); at a defined moment the weight's history and scale must equal
 the delayed-scaling update (:func:`harness.fp8.scaling.delayed_scaling_update`) of what it held
-before, with the recorded row 0 as the amax (world size 1: no reduction over ranks); at any
-other moment they must not change. The first difference is returned, naming the tensor, the step
+before, with the reduced amax as the amax: what the ranks' ``all_reduce(MAX)`` gave for that weight
+(:attr:`WeightRecord.reduced`, captured by the stack), or the recorded row 0 where no reduction
+over ranks ran (world size 1, or a recipe with ``reduce_amax`` off); at any other moment they
+must not change. The first difference is returned, naming the tensor, the step
 and the moment, with the first differing element's index, values and bit patterns.
 """
 
@@ -131,6 +133,8 @@ class WeightRecord:
 
     ``before`` is the state when the reduction was called (row 0: the amax its casts recorded),
     ``after`` the state when it returned; for :attr:`Moment.OBSERVED` both are the same state.
+    ``reduced`` is this weight's amax as the ranks' MAX reduction returned it (0-dim), or None
+    where no reduction over ranks ran.
     """
 
     tensor: str              # "layer{i}.weight"
@@ -138,6 +142,7 @@ class WeightRecord:
     moment: Moment
     before: WeightState
     after: WeightState
+    reduced: Optional[torch.Tensor] = None
 
 
 def resized(history: torch.Tensor, length: int) -> torch.Tensor:
@@ -181,7 +186,8 @@ def check_weight_updates(records: Sequence[WeightRecord], recipe: DelayedScaling
             expected[record.tensor] = state
             continue
         if record.moment in defined:
-            history, scale, _ = delayed_scaling_update(state.history, state.scale, state.history[0], recipe, fmt)
+            amax = record.reduced if record.reduced is not None else state.history[0]
+            history, scale, _ = delayed_scaling_update(state.history, state.scale, amax, recipe, fmt)
             want = WeightState(history, scale)
             found = _mismatch(want, record.after, "after")
             if found is not None:

@@ -16,7 +16,15 @@ both look the attribute up at each call. Each call
 * for a forward reduction while a model with FP8 weights is live, records each weight's history
   and scale (``fp8_meta["scaling_fwd"]``, slot 1) before and after, with the moment
   (:func:`harness.stacks.te1.moments.classify`: the calling function, and the phase the stack
-  said it was in).
+  said it was in), and, where the ranks reduced, the weight's amax as the reduction returned it.
+
+The reduced amax: TE concatenates the first history row of every module registered under a
+buffer key (``torch.cat(amax_buffer)``) and hands the result to the static
+``FP8GlobalStateManager.reduce_tensor_across_group_op_max(tensor, group)``, an in-place
+``all_reduce(MAX)`` (tags v1.12 and v1.13). :meth:`ReductionRecorder.install` wraps that too;
+during a recorded forward reduction each call's rows (the caller's ``amax_buffer``, read from its
+frame) and the reduced tensor are kept, and a weight's value is found at its module's row (by
+storage address: the row is a view of the module's history) plus the weight's slot.
 
 This module is the harness's machinery (``__harness_hidden__``): its frame is never a call site.
 """
@@ -25,6 +33,8 @@ from __future__ import annotations
 
 import sys
 
+import torch
+
 from harness.collectives.ledger import LEDGER
 from harness.stacks.te1.moments import Moment, Phase, WeightRecord, WeightState, classify
 
@@ -32,6 +42,21 @@ __harness_hidden__ = True
 
 WEIGHT_SLOT = 1          # tex.FP8FwdTensors.GEMM1_WEIGHT
 METHOD = "reduce_and_update_fp8_tensors"
+REDUCE = "reduce_tensor_across_group_op_max"
+ROWS_LOCAL = "amax_buffer"      # the caller's list of history rows, concatenated into the reduced tensor
+
+
+def reduced_amax(layer, reductions) -> "torch.Tensor | None":
+    """The weight's amax in the reductions ``[(rows, reduced tensor), ...]`` of one call, or None
+    when its module's row was in none of them."""
+    address = layer.fp8_meta["scaling_fwd"].amax_history.data_ptr()
+    for rows, reduced in reductions:
+        offset = 0
+        for row in rows:
+            if row.data_ptr() == address:
+                return reduced.reshape(-1)[offset + WEIGHT_SLOT].detach().to("cpu", copy=True).reshape(())
+            offset += row.numel()
+    return None
 
 
 def weight_state(layer) -> WeightState:
@@ -52,7 +77,8 @@ class ReductionRecorder:
         self.recast = 0
         self.model_index = -1        # the case's model being built or stepped, counted from 0
         self._case_entries = None    # the ledger's entry list of the case the count belongs to
-        self._installed = None       # (state manager, original classmethod)
+        self._installed = None       # (state manager, original classmethod, original staticmethod or None)
+        self._reductions = None      # during a recorded forward reduction: [(rows, reduced tensor)]
 
     def new_model(self) -> None:
         """A model is being built: counted within the ledger's case (a new case starts at 0)."""
@@ -81,27 +107,55 @@ class ReductionRecorder:
             return recorder.on_call(caller, args, kwargs, lambda: function(cls, *args, **kwargs))
 
         setattr(state_manager, METHOD, classmethod(reduce_and_update_fp8_tensors))
-        self._installed = (state_manager, original)
+        original_reduce = state_manager.__dict__.get(REDUCE)
+        if original_reduce is not None:
+            reduce = original_reduce.__func__ if isinstance(original_reduce, staticmethod) else original_reduce
+
+            def reduce_tensor_across_group_op_max(tensor, group):
+                rows = sys._getframe(1).f_locals.get(ROWS_LOCAL)
+                reduce(tensor, group)
+                recorder.on_reduced(rows, tensor)
+
+            setattr(state_manager, REDUCE, staticmethod(reduce_tensor_across_group_op_max))
+        self._installed = (state_manager, original, original_reduce)
 
     def uninstall(self) -> None:
         if self._installed is not None:
-            state_manager, original = self._installed
+            state_manager, original, original_reduce = self._installed
             setattr(state_manager, METHOD, original)
+            if original_reduce is not None:
+                setattr(state_manager, REDUCE, original_reduce)
             self._installed = None
+
+    def on_reduced(self, rows, reduced) -> None:
+        """One reduction over the ranks inside a recorded call: its rows and the reduced tensor."""
+        if self._reductions is not None and isinstance(rows, (list, tuple)):
+            self._reductions.append((list(rows), reduced))
 
     def on_call(self, caller: str, args: tuple, kwargs: dict, call):
         forward = bool(kwargs.get("forward", args[0] if args else True))
         fp8_weights = kwargs.get("fp8_weights", args[1] if len(args) > 1 else None)
         flags = f"forward={forward}" + (f", fp8_weights={bool(fp8_weights)}" if fp8_weights is not None else "")
-        LEDGER.record_call(f"te.{METHOD}({flags}) {self.where()}", reduce="MAX")
+        what = f"te.{METHOD}({flags}) {self.where()}"
+        LEDGER.record_call(what, reduce="MAX")
+        with LEDGER.during(what):
+            return self._recorded(forward, caller, call)
+
+    def _recorded(self, forward: bool, caller: str, call):
         model = self.model
         if not forward or model is None:
             return call()
         moment = classify(caller, self.phase, self.recast, len(model.layers))
         before = [weight_state(layer) for layer in model.layers]
-        out = call()
+        self._reductions = []
+        try:
+            out = call()
+            reductions = self._reductions
+        finally:
+            self._reductions = None
         for i, layer in enumerate(model.layers):
-            model.records.append(WeightRecord(f"layer{i}.weight", self.step, moment, before[i], weight_state(layer)))
+            model.records.append(WeightRecord(f"layer{i}.weight", self.step, moment, before[i], weight_state(layer),
+                                              reduced_amax(layer, reductions)))
         return out
 
     def observe(self, model, step: int) -> None:

@@ -1,4 +1,4 @@
-"""``--sut te1``: Transformer Engine 1.x (1.12, 1.13) on one CUDA GPU, as a :class:`~harness.stacks.protocol.Stack`.
+"""``--sut te1``: Transformer Engine 1.x (1.12, 1.13) on CUDA GPUs, as a :class:`~harness.stacks.protocol.Stack`.
 
 ``load()`` is what ``--sut te1`` calls: without TE, with TE 2.x, or without a CUDA device it
 raises :class:`SetupError` (exit 2, one line); otherwise it installs the ONNX stand-ins
@@ -34,7 +34,7 @@ from harness.stacks.te import compared as te_compared
 from harness.stacks.te import gpu_wait, gpus
 from harness.stacks.te import snapshot as te_snapshot
 from harness.stacks.te.cases import DeclinedCase, check_batch
-from harness.stacks.te.groups import select_device
+from harness.stacks.te.groups import AmaxGroups, placement, select_device
 from harness.stacks.te import release
 from harness.stacks.te1 import availability, global_state, onnx_standins
 from harness.stacks.te1 import cases as _cases
@@ -44,7 +44,8 @@ from harness.stacks.te1.reductions import ReductionRecorder
 
 
 class TE1Stack:
-    """``te.Linear`` models with FP8 weights on TE 1.x, one rank."""
+    """``te.Linear`` models with FP8 weights on TE 1.x, one rank or more (sharing GPUs where there
+    are more ranks than GPUs: :mod:`harness.stacks.te.placement`)."""
 
     capabilities = _cases.CAPABILITIES
     name = "te1"
@@ -56,6 +57,7 @@ class TE1Stack:
         self._device: torch.device | None = None
         self._deadline_s = 10.0
         self.recorder = ReductionRecorder()
+        self._groups = AmaxGroups()
 
     def te_mods(self):
         """TE's modules, imported on first use; the reduction recorder is installed then."""
@@ -81,11 +83,8 @@ class TE1Stack:
         torch.zeros(1, device=device)
 
     def check_world_size(self, world_size: int) -> None:
-        """SetupError (one line) for more than one rank (the stack runs one), or when this
-        machine's GPUs cannot run it."""
-        if world_size > 1:
-            raise SetupError(f"--sut te1 --world-size {world_size}: {_cases.FIELDS.why['world_size']}; "
-                             f"use --world-size 1")
+        """SetupError (one line) when this machine's GPUs cannot run ``world_size`` ranks (no GPU,
+        a GPU without FP8; more ranks than GPUs share them)."""
         reason = gpus.world_refusal(world_size, gpus.visible_gpus(), self.name)
         if reason is not None:
             raise SetupError(reason)
@@ -96,14 +95,13 @@ class TE1Stack:
     # --- building and steps ---------------------------------------------------------------
     def build(self, spec: ModelSpec, ctx: BuildContext):
         reason = _cases.decline_reason(spec) or _cases.shape_reason(spec.dims)
-        if reason is None and ctx.world_size > 1:
-            reason = _cases.PREFIX + "world size > 1: " + _cases.FIELDS.why["world_size"]
         if reason is not None:
             raise DeclinedCase(reason)
         mods = self.te_mods()
         device = select_device(ctx.rank)
         self._device, self._deadline_s = device, ctx.deadline_s
-        model = _model.build_model(spec, ctx, mods, None, device, self.recorder)
+        group = self._groups.for_group(ctx.group if ctx.world_size > 1 else None, placement(ctx.world_size).transport)
+        model = _model.build_model(spec, ctx, mods, group, device, self.recorder)
         model.spec_recipe = spec.recipe
         self._wait(device, f"rank {ctx.rank}, building a model")
         return model

@@ -91,26 +91,42 @@ class FP8GlobalStateManager:
             direction = "forward" if forward else "backward"
             key = f"{direction}_{fp8_weights is not None}_{autocast_key}" if HOOK else f"{direction}_{autocast_key}"
             meta = module.fp8_meta["scaling_fwd" if forward else "scaling_bwd"]
-            cls.global_amax_buffer.setdefault(key, []).append(meta)
+            cls.global_amax_buffer.setdefault(key, []).append(meta.amax_history[0])
             cls.global_amax_history_buffer.setdefault(key, []).append(meta)
             cls.global_scale_buffer.setdefault(key, []).append(meta)
             cls.global_scale_inv_buffer.setdefault(key, []).append(meta)
 
+    @staticmethod
+    def reduce_tensor_across_group_op_max(tensor, group):
+        """In place, as TE's: MAX over the group."""
+        if torch.distributed.is_initialized():
+            torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.MAX, group=group)
+
     @classmethod
     def reduce_and_update_fp8_tensors(cls, forward=True, fp8_weights=False):
-        for key, metas in cls.global_amax_buffer.items():
+        """As TE's: per buffer key, the rows concatenated, MAX-reduced over the autocast's group
+        (more than one rank), then each meta updated from its share of the reduced rows."""
+        for key, amax_buffer in cls.global_amax_buffer.items():
             parts = key.split("_", 2) if HOOK else key.split("_", 1)
             if (parts[0] == "forward") != forward:
                 continue
             if HOOK and forward and fp8_weights and parts[1] != "True":
                 continue
-            recipe, _ = cls.autocast_arguments[parts[-1]]
+            recipe, group = cls.autocast_arguments[parts[-1]]
+            contiguous_amax = torch.cat(amax_buffer)
+            if (recipe.reduce_amax and torch.distributed.is_initialized()
+                    and torch.distributed.get_world_size(group=group) > 1):
+                cls.reduce_tensor_across_group_op_max(contiguous_amax, group)
             harness = harness_recipe(recipe)
             fmt = harness.fp8_format.forward() if forward else harness.fp8_format.backward()
-            for meta in metas:
+            offset = 0
+            for meta in cls.global_amax_history_buffer[key]:
                 history = meta.amax_history.t()           # [slots, L]
+                slots = history.shape[0]
+                reduced = contiguous_amax[offset:offset + slots].clone()
+                offset += slots
                 new_history, scale, scale_inv = delayed_scaling_update_rows(
-                    history, meta.scale, history[:, 0].clone(), harness, fmt)
+                    history, meta.scale, reduced, harness, fmt)
                 if FAULTS["skewed_exit_scale"] and forward and not fp8_weights:
                     scale = torch.nextafter(scale, torch.full_like(scale, float("inf")))
                 meta.amax_history.copy_(new_history.t())

@@ -55,9 +55,9 @@ class Linear(torch.nn.Module):
         self.first = FP8GlobalStateManager.IS_FIRST_FP8_MODULE
         FP8GlobalStateManager.IS_FIRST_FP8_MODULE = False
         fwd = self.fp8_meta["scaling_fwd"]
-        fwd.amax_history[0, 0] = torch.maximum(fwd.amax_history[0, 0], x.detach().abs().max())
+        fwd.amax_history[0, 0] = torch.maximum(fwd.amax_history[0, 0], x.detach().abs().nan_to_num(nan=0.0).max())
         if not isinstance(self.weight, Float8Tensor):
-            fwd.amax_history[0, 1] = torch.maximum(fwd.amax_history[0, 1], self.weight.detach().abs().max())
+            fwd.amax_history[0, 1] = torch.maximum(fwd.amax_history[0, 1], self.weight.detach().abs().nan_to_num(nan=0.0).max())
         out = x @ self.weight.t()
         if out.requires_grad:
             out.register_hook(self._grad_output)
@@ -65,7 +65,7 @@ class Linear(torch.nn.Module):
 
     def _grad_output(self, grad):
         bwd = self.fp8_meta["scaling_bwd"]
-        bwd.amax_history[0, 0] = torch.maximum(bwd.amax_history[0, 0], grad.detach().abs().max())
+        bwd.amax_history[0, 0] = torch.maximum(bwd.amax_history[0, 0], grad.detach().abs().nan_to_num(nan=0.0).max())
         if self.first:
             FP8GlobalStateManager.reduce_and_update_fp8_tensors(forward=False)
         return grad

@@ -55,7 +55,7 @@ class Float8Tensor(torch.nn.Parameter):
         scale = meta.scale[index]
         src = tensor.detach().float()
         if amax is None:
-            meta.amax_history[0, index] = torch.maximum(meta.amax_history[0, index], src.abs().max())
+            meta.amax_history[0, index] = torch.maximum(meta.amax_history[0, index], src.abs().nan_to_num(nan=0.0).max())
         q = _cast(src, scale)
         self._data.copy_(q.view(torch.uint8))
         self._scale_inv.copy_(torch.ones(()) / scale)
