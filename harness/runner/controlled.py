@@ -10,6 +10,7 @@ respawned when a rank died or hung or when in-place recycling fails.
 from __future__ import annotations
 
 from harness.errors import SetupError
+from harness.phases import mark
 from harness.runner.group import RankGroup
 from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.placement import one_host_reason
@@ -27,7 +28,8 @@ class GroupBackend:
         from harness.stacks import load_stack
 
         self.cfg = cfg
-        self.stack = load_stack(cfg.sut, cfg.sut_options())     # its declarations only: it runs on the ranks
+        self.stack = load_stack(cfg.sut, cfg.sut_options())
+        mark("controller: stack loaded")     # its declarations only: it runs on the ranks
         self.events = events
         self.world_size = cfg.world_size
         self.group: RankGroup | None = None

@@ -26,6 +26,7 @@ from multiprocessing.connection import Listener
 
 from harness.errors import HarnessError, SetupError
 from harness.oracles.findings import Failure, Oracle
+from harness.phases import mark
 from harness.runner import messages as msg
 from harness.runner.address import controller_address, for_environment
 from harness.runner.cleanup import PREFIX, kill_processes_with_env, sweep_abandoned, unlink_shm_prefix, write_owner
@@ -135,6 +136,7 @@ class RankGroup:
                 continue
             _dispatch(handlers, event)
         if self.events is not None:
+            mark("controller: every rank ready")
             self.events.ranks_ready(dict(self.pids))
         return self
 

@@ -19,6 +19,7 @@ from typing import Callable, Protocol
 from harness.errors import HarnessError
 from harness.oracles.findings import Failure, Oracle
 from harness.oracles.recorded import CaseExpectation, judge_checks_reference
+from harness.phases import mark
 from harness.report.model import CaseReport
 from harness.runner.judge import (GroupOutcome, Recycle, case_report, judge, recycle_plan, should_isolate,
                                   skipped_report)
@@ -89,6 +90,7 @@ class CasePipeline:
                                                                     backend.stack)
         shared = backend.run_shared(index, case, meanwhile=expectation.compute if early else None)
         if self.events is not None and backend.leader:
+            mark(f"controller: case {case.name} ran (shared run)")
             self.events.case_ran(index, case, shared)
         isolate = backend.agree(f"isolate/{index}", lambda: "yes" if should_isolate(self.cfg, shared) else "no")
         isolated = None

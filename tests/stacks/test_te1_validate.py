@@ -37,9 +37,21 @@ def test_steps_can_be_chosen():
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 2
 
 
+def test_world_size_goes_to_every_run_and_the_cross_rank_steps_run_three_times():
+    done = run("--dry-run", "--world-size", "2", "plain,asymmetric,no-precheck,phases")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 12 and all("--sut te1 --world-size 2 --deadline 60" in line for line in lines), lines
+    assert sum("--reuse asymmetric" in line and "--no-precheck" not in line for line in lines) == 3
+    assert sum("--reuse asymmetric --no-precheck" in line for line in lines) == 3
+    assert sum("-m harness.bench.phases" in line for line in lines) == 3
+
+
 def test_bad_input_is_one_line_and_exit_2():
     for args, out, message in ((("bogus",), "/tmp/x", "unknown step 'bogus'"),
                                (("--frobnicate",), "/tmp/x", "unknown option --frobnicate"),
-                               (("probe",), None, "set OUT")):
+                               (("probe",), None, "set OUT"),
+                               (("--world-size", "0"), "/tmp/x", "--world-size needs a whole number >= 1"),
+                               (("--world-size",), "/tmp/x", "--world-size needs a whole number >= 1")):
         done = run(*args, out=out)
         assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr

@@ -19,6 +19,7 @@ from harness.case.spec import CaseSpec
 from harness.collectives.exchange import SocketExchange, connect_peers
 from harness.faults import fault_hook
 from harness.idreuse.tracker import freeze_imports
+from harness.phases import mark
 from harness.runner import messages as msg
 from harness.runner.address import from_environment
 from harness.runner.placement import host_name
@@ -46,6 +47,7 @@ class Worker:
         self.state = RankState.load(RankSettings.read(run_dir), rank)
         freeze_imports()
         self.zygote = Zygote(self.state).start()
+        mark(f"rank {rank}: zygote forked")
         self.isolated = IsolatedRuns(self.zygote, self.state, self._isolated_request)
         self.conn = None
         self.exchange = None
@@ -80,6 +82,7 @@ class Worker:
                                   state.settings.deadline_s)
             self.exchange = SocketExchange(peers, state.settings.deadline_s)
         state.join_group(store, exchange=self.exchange)
+        mark(f"rank {self.rank}: process group joined")
         self.send(msg.Ready(rank=self.rank))
 
     # --- the loop ------------------------------------------------------------------------------
@@ -106,7 +109,9 @@ class Worker:
             self.isolated.begin(m.index, case)
         self.watchdog.watch(m.index)
         state.begin_case(f"{state.generation}/{m.index}")
+        mark(f"rank {self.rank}: case {case.name} started")
         result = execute_case(case, state, fault_hook=fault_hook)
+        mark(f"rank {self.rank}: case {case.name} ran")
         state.end_case(len(result.collectives), failed=result.left_with_error())
         self.watchdog.idle()
         self.send(msg.CaseDone(m.index, self.rank, result.to_dict()))
@@ -114,6 +119,7 @@ class Worker:
     def run_isolated(self, m) -> None:
         case = CaseSpec.from_dict(m.case)
         answer = self.isolated.end(m.index, case)
+        mark(f"rank {self.rank}: isolated run of {case.name} answered")
         result = answer.get("ok") or isolated_failure(case.name, self.rank, answer.get("error"))
         self.send(msg.CaseDone(m.index, self.rank, result, isolated=True))
 

@@ -82,12 +82,17 @@ class RankState:
         that binds a collective by name at import still goes through it."""
         from harness.stacks import load_stack
 
+        from harness.phases import mark
+
         install()
         settings.apply_environment()
+        mark(f"rank {rank}: torch and the harness imported")
         stack = load_stack(settings.sut, settings.sut_options())
+        mark(f"rank {rank}: stack loaded")
         preload = getattr(stack, "preload", None)
         if preload is not None:
             preload()          # before the zygote forks: no isolated run imports the stack's modules again
+            mark(f"rank {rank}: stack preloaded")
         return cls(settings, rank, stack)
 
     # --- between cases -----------------------------------------------------------------------

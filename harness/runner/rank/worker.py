@@ -48,6 +48,9 @@ def install_stack_dumps(stack_file) -> None:
 def main() -> int:
     rank, world = discover_rank()
     env = os.environ
+    from harness.phases import mark        # torch-free
+
+    mark(f"rank {rank}: process started")
     if env.get("HARNESS_LAUNCHER") == "spawn":
         from harness.runner.rank.watchdog import die_with_parent   # torch-free
 

@@ -39,6 +39,8 @@ import struct
 import time
 import traceback
 
+from harness.phases import mark
+
 __harness_hidden__ = True
 
 
@@ -113,8 +115,10 @@ def _isolated_child(state, request: dict) -> dict:
         token = request["token"]
         state.join_group(store, prefix=f"{token}/pg/")
         state.begin_case(token)
+    mark(f"rank {state.rank}: isolated case {case.name} started")
     try:
         result = execute_case(case, state, alone=True)
+        mark(f"rank {state.rank}: isolated case {case.name} ran")
     finally:
         # The child leaves by os._exit, which skips atexit: release what the case created in
         # shared memory here (its Userbuffers communicators), or nothing would. A controller
@@ -231,6 +235,7 @@ def _spare_main(state, zygote_pid: int, req_r: int, out_w: int) -> None:
     if warm is not None:
         try:
             warm(state.rank)
+            mark(f"rank {state.rank}: spare child warmed")
         except BaseException as exc:
             warm_error = f"warming up the isolated run failed: {type(exc).__name__}: {exc}"
     try:
