@@ -5,7 +5,9 @@ controller, every rank and every forked child mark the phases they pass; the fir
 line on the command's stdout is marked too. Prints each phase once (its first occurrence), in
 time order, as seconds since the command was started, and the gaps between them: import,
 stack load and preload (for TE, TE's import), zygote, the first case, its isolated run, the
-verdict. The command's own output goes to stderr. Exit status: the command's; 2 on bad input.
+verdict. The command's own output goes to stderr. ``--until-fail``: the command is interrupted
+(SIGINT: it stops its ranks and writes what it has) once its first FAIL line is out. Exit status:
+the command's; 2 on bad input.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,7 +29,8 @@ __harness_hidden__ = True
 FIRST_FAIL = "controller: first FAIL line on stdout"
 
 
-def run_with_phases(args: list[str], timeout_s: float) -> tuple[int, float, list[tuple[float, int, str]]]:
+def run_with_phases(args: list[str], timeout_s: float,
+                    until_fail: bool = False) -> tuple[int, float, list[tuple[float, int, str]]]:
     """The command's exit status, its start time, and every mark (time, pid, phase) in time order."""
     with tempfile.TemporaryDirectory(prefix="harness-phases-") as tmp:
         path = os.path.join(tmp, "phases.txt")
@@ -39,6 +43,8 @@ def run_with_phases(args: list[str], timeout_s: float) -> tuple[int, float, list
             for line in proc.stdout:
                 if not any(m[2] == FIRST_FAIL for m in marks) and line.startswith("FAIL"):
                     marks.append((time.time(), proc.pid, FIRST_FAIL))
+                    if until_fail:
+                        proc.send_signal(signal.SIGINT)
                 sys.stderr.write(line)
             rc = proc.wait(timeout=timeout_s)
         finally:
@@ -70,13 +76,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.bench.phases", description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the breakdown here")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds the command may run")
+    parser.add_argument("--until-fail", action="store_true", help="interrupt the command after its first FAIL line")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then the arguments of python -m harness")
     ns = parser.parse_args(argv)
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     if not args:
         print("error: give the harness command after --, e.g. -- run --sut te1 --world-size 1", file=sys.stderr)
         return 2
-    rc, start, marks = run_with_phases(args, ns.timeout)
+    rc, start, marks = run_with_phases(args, ns.timeout, ns.until_fail)
     rows = breakdown(start, marks)
     for row in rows:
         print(f"{row['at_s']:9.3f} s  (+{row['gap_s']:7.3f})  {row['phase']}")
