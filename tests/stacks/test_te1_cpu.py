@@ -215,3 +215,35 @@ def test_a_recorded_reduction_point_is_the_same_with_and_without_a_process_group
                 dist.destroy_process_group()
     without, with_group = recorded
     assert signature(with_group, with_sizes=False) == signature(without, with_sizes=False)
+
+
+def test_tes_package_checks_are_answered_from_metadata_not_pip(release):
+    from harness.stacks.te.release import run_info
+    from harness.stacks.te1 import availability, package_check
+
+    try:
+        mods = availability.te_modules()
+        common = sys.modules["transformer_engine.common"]
+        assert common.is_package_installed is package_check.installed
+        assert sys.modules["transformer_engine.pytorch"].LOADED_WITH is True      # the stand-in's dist-info
+        assert common.CALLS == []                                                # pip was never asked
+        assert package_check.installed("no-such-distribution-anywhere") is False
+        assert run_info()["package_check_from_metadata"] is True
+        assert mods.te is sys.modules["transformer_engine.pytorch"]
+    finally:
+        package_check.uninstall()
+
+
+def test_without_the_answer_the_stand_in_asks_pip(release):
+    """The known-bad side: TE's own check runs when the answer is not installed."""
+    import importlib
+
+    from harness.stacks.te1 import onnx_standins, package_check
+
+    package_check.uninstall()
+    onnx_standins.install()
+    importlib.import_module("transformer_engine.pytorch")
+    common = sys.modules["transformer_engine.common"]
+    assert sys.modules["transformer_engine.pytorch"].LOADED_WITH == "asked pip"
+    assert common.CALLS == ["transformer-engine"]
+    assert package_check.in_place() is False

@@ -16,6 +16,7 @@ import sys
 
 DISTRIBUTIONS = ("transformer-engine", "transformer_engine", "transformer-engine-torch")
 STANDINS_MODULE = "harness.stacks.te1.onnx_standins"
+PACKAGE_CHECK_MODULE = "harness.stacks.te1.package_check"
 
 
 def found() -> bool:
@@ -55,8 +56,13 @@ def line_refusal(sut: str, wanted_major: int, other: str, version: str | None) -
 
 
 def run_info() -> dict:
-    """What a report says about the TE that ran: its version and the ONNX stand-ins in place
-    (read from this process, where the stack was loaded)."""
+    """What a report says about the TE that ran: its version, the ONNX stand-ins in place and
+    whether TE 1.x's package checks were answered from metadata (read from this process, where
+    the stack was loaded)."""
     standins = sys.modules.get(STANDINS_MODULE)
     installed = list(standins.installed()) if standins is not None else []
-    return {"te_version": installed_version(), "onnx_standins": installed}
+    info = {"te_version": installed_version(), "onnx_standins": installed}
+    check = sys.modules.get(PACKAGE_CHECK_MODULE)
+    if check is not None:
+        info["package_check_from_metadata"] = check.in_place()
+    return info

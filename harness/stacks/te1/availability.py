@@ -12,7 +12,8 @@ children use it. Both values only choose a debug message there. So :func:`te_mod
 TE with those two calls answered from NVML for the duration of the import (the device's compute
 capability, :func:`harness.stacks.te.gpus.visible_gpus`) and with
 ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` (``is_available`` through NVML); both are put back after it.
-The ONNX stand-ins (:mod:`.onnx_standins`) are installed before the import.
+The ONNX stand-ins (:mod:`.onnx_standins`) are installed before the import, and TE's package
+checks are answered from metadata rather than by ``pip`` in subprocesses (:mod:`.package_check`).
 
 Names touched, read at tags v1.12 and v1.13 (the same in both): ``transformer_engine.pytorch``
 (``Linear``, ``fp8_model_init(enabled)``, ``fp8_autocast(enabled, calibrating, fp8_recipe,
@@ -31,7 +32,7 @@ import types
 
 from harness.errors import SetupError
 from harness.stacks.te import release
-from harness.stacks.te1 import onnx_standins
+from harness.stacks.te1 import onnx_standins, package_check
 
 SUT = "te1"
 
@@ -97,6 +98,7 @@ def te_modules() -> types.SimpleNamespace:
     """TE 1.x's PyTorch API, recipe module, global state manager and FP8 tensor module, imported
     on first use with the ONNX stand-ins in place and CUDA left alone."""
     onnx_standins.install()
+    package_check.install()
     try:
         with cuda_left_alone(_capability()):
             te = importlib.import_module("transformer_engine.pytorch")

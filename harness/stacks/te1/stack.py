@@ -36,7 +36,7 @@ from harness.stacks.te import snapshot as te_snapshot
 from harness.stacks.te.cases import DeclinedCase, check_batch
 from harness.stacks.te.groups import AmaxGroups, placement, select_device
 from harness.stacks.te import release
-from harness.stacks.te1 import availability, global_state, onnx_standins
+from harness.stacks.te1 import availability, global_state, onnx_standins, package_check
 from harness.stacks.te1 import cases as _cases
 from harness.stacks.te1 import model as _model
 from harness.stacks.te1.moments import ReleaseLine, check_weight_updates
@@ -168,8 +168,9 @@ class TE1Stack:
 
 def load() -> TE1Stack:
     """The TE 1.x stack (``--sut te1``): SetupError without TE 1.x or a CUDA device; the ONNX
-    stand-ins are installed here, before anything imports TE."""
+    stand-ins and the package checks' answer are installed here, before anything imports TE."""
     availability.require()
     onnx_standins.install()
+    package_check.install()
     os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
     return TE1Stack(release.installed_version())
