@@ -33,13 +33,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(standins.OPTION, type="bool", default=False, help="as --te1-onnx-standins")
 
 
-_standin_header: list[str] = []
+_STANDINS = pytest.StashKey[list]()   # header lines of --te1-onnx-standins
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
-    if standins.wanted(early_config):
-        _standin_header[:] = standins.install(early_config)
+    early_config.stash[_STANDINS] = standins.install(early_config) if standins.wanted(early_config) else []
 
 
 def _packages(config: pytest.Config) -> list[str]:
@@ -70,6 +69,7 @@ def _plan(config: pytest.Config):
 
 def pytest_configure(config: pytest.Config) -> None:
     hook_id = not config.getoption("sentinel_no_id_hook")
+    standin_header = config.stash.get(_STANDINS, [])
     handed = distributed.worker_watch(config)
     if handed is not None:
         names, scanned, hook_id = handed
@@ -77,14 +77,14 @@ def pytest_configure(config: pytest.Config) -> None:
     else:
         plan = _plan(config)
         if plan is None:
-            if _standin_header:
-                config.pluginmanager.register(SessionReport(list(_standin_header), []), "harness-sentinel-report")
+            if standin_header:
+                config.pluginmanager.register(SessionReport(standin_header, []), "harness-sentinel-report")
             return
         specs, scanned, header = plan
     names = [spec.name for spec in specs]
     report = None
     if not distributed.is_worker(config):
-        report = SessionReport([*_standin_header, *header], names)
+        report = SessionReport([*standin_header, *header], names)
         config.pluginmanager.register(report, "harness-sentinel-report")
     if distributed.distributes(config):
         config.pluginmanager.register(distributed.Controller(report, names, scanned, hook_id), "harness-sentinel-xdist")
