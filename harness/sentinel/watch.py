@@ -77,10 +77,10 @@ class Watch:
             # pytest drops the fixture values right after the teardown hooks; dropping them
             # now lets finalized function-scoped fixture objects die before the check.
             item.funcargs = {}
-        if not self.watched and not self.ids.reuses and self.registries.present() <= self.baseline:
-            self.ids.reset("")
-            return  # nothing new to judge: no collection needed
-        gc.collect()
+        if self._alive_newcomers():
+            # Only then: a full collection costs ~0.1 s with a big heap, and an entry whose
+            # object is already dead, or one under watch, is judged by its weak reference.
+            gc.collect()
         present = self.registries.present()
         # A reuse counts if the stale entry is still there: code that checks and prunes
         # dead entries on lookup has handled it.
@@ -115,6 +115,15 @@ class Watch:
 
     def pytest_unconfigure(self) -> None:
         self.ids.stop()
+
+    def _alive_newcomers(self) -> bool:
+        """Whether a new registry entry's object is still alive (it may be cyclic garbage)."""
+        for name, address, _ in self.registries.ints():
+            if (name, address) not in self.baseline:
+                witness = self.ids.witnesses.get(address)
+                if witness is not None and witness.ref is not None and not witness.dead:
+                    return True
+        return False
 
     def _judge_new_entries(self) -> list[Stale]:
         stale = []

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from harness.errors import UsageError
+from harness.sentinel import scan_cache
 
 MAX_LEFT_OUT_SHOWN = 10
 
@@ -30,12 +31,13 @@ class ScannedPackage:
     unreadable: list[str]
     files: int
     seconds: float
+    cached: bool = False
 
     def header(self) -> list[str]:
         where = ", ".join(self.locations)
         found = f"{len(self.specs)} registr{'y' if len(self.specs) == 1 else 'ies'} to watch" if self.specs else \
             "nothing to watch: the scan found no id()-keyed registry a module reaches, at the configured confidence"
-        lines = [f"sentinel: scanned {self.name} ({where}, {self.files} files, {self.seconds:.1f} s): {found}"]
+        lines = [f"sentinel: scanned {self.name} ({where}, {self.files} files, {self.seconds:.1f} s{', cached' if self.cached else ''}): {found}"]
         shown = self.left_out[:MAX_LEFT_OUT_SHOWN]
         lines += [f"sentinel:   not watchable: {line}" for line in shown]
         if len(self.left_out) > len(shown):
@@ -85,13 +87,20 @@ def scan(name: str) -> ScannedPackage:
     """Locate and scan package ``name``; UsageError (one line) when it cannot be scanned."""
     from harness.scan.watchable import package_registries   # only when asked: the scan is big
 
+    from harness.scan.watchable import PackageRegistries
+
     locations = locate(name)
     start = time.perf_counter()
-    try:
-        found = package_registries(locations, name)
-    except UsageError as error:
-        raise _fail(name, f"the scan cannot read it: {error}") from None
-    if found.files_scanned == 0:
-        raise _fail(name, f"no Python file under {', '.join(locations)}")
+    cache_key = scan_cache.key(name, locations)
+    found = scan_cache.load(cache_key, PackageRegistries)
+    cached = found is not None
+    if found is None:
+        try:
+            found = package_registries(locations, name)
+        except UsageError as error:
+            raise _fail(name, f"the scan cannot read it: {error}") from None
+        if found.files_scanned == 0:
+            raise _fail(name, f"no Python file under {', '.join(locations)}")
+        scan_cache.store(cache_key, found)
     return ScannedPackage(name, locations, found.specs, found.left_out, found.unreadable,
-                          found.files_scanned, time.perf_counter() - start)
+                          found.files_scanned, time.perf_counter() - start, cached)

@@ -38,7 +38,8 @@ def test_registers_a_live_one(kept):
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+def suite(pytester: pytest.Pytester, tmp_path, monkeypatch) -> pytest.Pytester:
+    monkeypatch.setenv("HARNESS_SENTINEL_CACHE", str(tmp_path / "scan-cache"))
     pytester.mkpydir("toypkg").joinpath("__init__.py").write_text(TOYPKG)
     pytester.makepyfile(test_a=LEAKS, test_b=LEAKS.replace("test_leak", "test_other_leak"), test_c=LATE)
     pytester.makeini("[pytest]\npythonpath = .\n")

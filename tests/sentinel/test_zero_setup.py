@@ -36,7 +36,8 @@ QUIET = ["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest"
 
 
 @pytest.fixture
-def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+def suite(pytester: pytest.Pytester, tmp_path, monkeypatch) -> pytest.Pytester:
+    monkeypatch.setenv("HARNESS_SENTINEL_CACHE", str(tmp_path / "scan-cache"))
     pytester.mkpydir("toypkg").joinpath("__init__.py").write_text(TOYPKG)
     pytester.syspathinsert()
     pytester.makepyfile(test_suite=LEAKING_TEST)
@@ -112,3 +113,11 @@ def test_scan_and_no_id_hook_together_still_catch_a_key_the_heap_walk_ties(suite
     result = run(suite, "--sentinel-scan", "toypkg", "--sentinel-no-id-hook")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*toypkg:LEAKY key * -> a toypkg.Weight (found at that address by a heap walk*"])
+
+
+def test_a_second_session_uses_the_cached_scan_until_a_file_changes(suite):
+    run(suite, "--sentinel-scan", "toypkg").stdout.fnmatch_lines(["sentinel: scanned toypkg (*, 1 files, * s): 1 registry*"])
+    run(suite, "--sentinel-scan", "toypkg").stdout.fnmatch_lines(["sentinel: scanned toypkg (*, 1 files, * s, cached): 1*"])
+    suite.path.joinpath("toypkg", "__init__.py").write_text(TOYPKG + "\n\ndef more(obj):\n    OTHER[id(obj)] = 1\n\n\nOTHER = {}\n")
+    result = run(suite, "--sentinel-scan", "toypkg")
+    result.stdout.fnmatch_lines(["sentinel: scanned toypkg (*, 1 files, * s): 2 registries to watch"])
