@@ -77,15 +77,18 @@ class Watch:
             # pytest drops the fixture values right after the teardown hooks; dropping them
             # now lets finalized function-scoped fixture objects die before the check.
             item.funcargs = {}
-        if self._alive_newcomers():
+        # One walk of the registries per phase: with thousands of ints in them, each costs ~1 ms.
+        entries = list(self.registries.ints())
+        if self._alive_newcomers(entries):
             # Only then: a full collection costs ~0.1 s with a big heap, and an entry whose
             # object is already dead, or one under watch, is judged by its weak reference.
             gc.collect()
-        present = self.registries.present()
+            entries = list(self.registries.ints())
+        present = {(name, address) for name, address, _ in entries}
         # A reuse counts if the stale entry is still there: code that checks and prunes
         # dead entries on lookup has handled it.
         reuses = [r for r in self.ids.reuses if (r.registry, r.address) in present]
-        stale = reuses + self._judge_new_entries() + self._judge_watched()
+        stale = reuses + self._judge_new_entries(entries) + self._judge_watched(present)
         self.ids.reset("")
         if stale:
             self.found = [entry.headline(item.nodeid) for entry in stale]
@@ -111,24 +114,24 @@ class Watch:
         self.ids.stop()
         if self.watched:
             gc.collect()
-            self.late(self._judge_watched())
+            self.late(self._judge_watched(self.registries.present()))
 
     def pytest_unconfigure(self) -> None:
         self.ids.stop()
 
-    def _alive_newcomers(self) -> bool:
+    def _alive_newcomers(self, entries: list[tuple[str, int, str]]) -> bool:
         """Whether a new registry entry's object is still alive (it may be cyclic garbage)."""
-        for name, address, _ in self.registries.ints():
+        for name, address, _ in entries:
             if (name, address) not in self.baseline:
                 witness = self.ids.witnesses.get(address)
                 if witness is not None and witness.ref is not None and not witness.dead:
                     return True
         return False
 
-    def _judge_new_entries(self) -> list[Stale]:
+    def _judge_new_entries(self, entries: list[tuple[str, int, str]]) -> list[Stale]:
         stale = []
         reused = {r.address for r in self.ids.reuses}
-        for name, address, where in self.registries.ints():
+        for name, address, where in entries:
             if (name, address) in self.baseline or address in reused:
                 continue
             witness = self.ids.witnesses.get(address)
@@ -141,10 +144,9 @@ class Watch:
                 self.watched.append(entry)
         return stale
 
-    def _judge_watched(self) -> list[Stale]:
+    def _judge_watched(self, present: set[tuple[str, int]]) -> list[Stale]:
         if not self.watched:
             return []
-        present = self.registries.present()
         stale, still_alive = [], []
         for entry in self.watched:
             if (entry.registry, entry.address) not in present:

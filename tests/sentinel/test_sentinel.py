@@ -81,7 +81,8 @@ def toy(pytester: pytest.Pytester) -> pytest.Pytester:
 
 def run(pytester: pytest.Pytester, *registries: str, extra: tuple[str, ...] = ()) -> pytest.RunResult:
     # The inner suites need neither xdist nor hypothesis; leaving them out saves a second a run.
-    args = ["-p", "harness.sentinel", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest"]
+    args = ["-p", "harness.sentinel", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest",
+            "-W", "ignore::pytest.PytestAssertRewriteWarning"]  # the plugin may be imported here already
     for registry in registries:
         args += ["--sentinel-registry", registry]
     return pytester.runpytest(*args, *extra)

@@ -32,7 +32,8 @@ def test_innocent():
     assert True
 """
 
-QUIET = ["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest"]
+QUIET = ["-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:hypothesispytest",
+         "-W", "ignore::pytest.PytestAssertRewriteWarning"]  # the plugin may be imported here already
 
 
 @pytest.fixture
