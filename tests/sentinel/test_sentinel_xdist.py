@@ -1,0 +1,72 @@
+"""``pytest -n 2 -p harness.sentinel``: each worker watches its own tests, the controller's summary
+lists every finding once, and the findings are those of the same suite run in one process."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TOYPKG = "LEAKY = {}\n\n\nclass Weight:\n    pass\n\n\ndef register(obj):\n    LEAKY[id(obj)] = 1\n"
+
+# Two files of leaks and one entry whose object lives in a session fixture: it dies when the
+# worker that ran its test tears the session fixtures down, and is reported there.
+LEAKS = """
+import pytest
+import toypkg
+
+@pytest.mark.parametrize("n", range(3))
+def test_leak(n):
+    toypkg.register(toypkg.Weight())
+
+def test_clean():
+    pass
+"""
+LATE = """
+import pytest
+import toypkg
+
+@pytest.fixture(scope="session")
+def kept():
+    yield toypkg.Weight()
+
+def test_registers_a_live_one(kept):
+    toypkg.register(kept)
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester, tmp_path, monkeypatch) -> pytest.Pytester:
+    monkeypatch.setenv("HARNESS_SENTINEL_CACHE", str(tmp_path / "scan-cache"))
+    pytester.mkpydir("toypkg").joinpath("__init__.py").write_text(TOYPKG)
+    pytester.makepyfile(test_a=LEAKS, test_b=LEAKS.replace("test_leak", "test_other_leak"), test_c=LATE)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    return pytester
+
+
+def findings(result: pytest.RunResult) -> list[str]:
+    """The summary's finding lines, addresses blanked (they differ between processes)."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "sentinel: 7 registry entries outlived their objects" in line)
+    found = [re.sub(r"0x[0-9a-f]+|\b\d{6,}\b", "ADDR", line) for line in lines[start + 1:]
+             if line.startswith("test_")]
+    return found
+
+
+def run(pytester: pytest.Pytester, workers: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-n", workers, "-p", "harness.sentinel", "-p", "no:cacheprovider",
+                                         "-p", "no:hypothesispytest", "--sentinel-scan", "toypkg")
+
+
+def test_two_workers_find_what_one_process_finds_each_once(suite):
+    alone, spread = run(suite, "0"), run(suite, "2")
+    for result in (alone, spread):
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines(["sentinel: watching 1 registry: toypkg:LEAKY"])
+    spread.stdout.fnmatch_lines(["created: 2/2 workers*"])
+    spread.assert_outcomes(passed=9, errors=7)
+    one, two = findings(alone), findings(spread)
+    assert len(one) == 7 and sorted(one) == sorted(two), (one, two)
+    assert len(set(two)) == len(two)              # every finding once
