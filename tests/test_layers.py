@@ -17,7 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # Bottom first.
 LAYERS = [
-    ("base", ["harness.errors", "harness.frames", "harness.phases"]),
+    ("base", ["harness.errors", "harness.files", "harness.frames", "harness.phases"]),
     ("numerics", ["harness.fp8"]),
     ("cases", ["harness.case"]),
     ("mechanisms", ["harness.idreuse", "harness.collectives", "harness.comm", "harness.hangs"]),

@@ -5,8 +5,7 @@ runs four persistent groups (everything on; reference off; precheck off; both of
 loop side by side, block by block, rotating which goes first, and prints each variant's median
 wall time per case and its median ratio to the bare block. ``--dims`` and ``--batch`` widen the
 small cases' model, to see how each check's share moves as the model work grows. Not one of the
-bench's figures: a tool for finding what a figure is made of (docs/performance.md, "What the
-profiles showed").
+bench's figures: a tool for finding what a figure is made of (docs/log/2026-12-02-bench-profiles.md).
 """
 
 from __future__ import annotations

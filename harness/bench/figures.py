@@ -11,8 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import statistics
+
+from harness.files import write_atomic
 
 
 @dataclasses.dataclass
@@ -125,8 +126,4 @@ def markdown_table(figures: list[Figure]) -> str:
 
 def write_json(figures: list[Figure], path: str, meta: dict | None = None) -> None:
     """``{"figures": [...], "meta": {...}}``, written atomically (temp file, then rename)."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump({"figures": [f.to_dict() for f in figures], "meta": meta or {}}, fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"figures": [f.to_dict() for f in figures], "meta": meta or {}}, indent=2) + "\n")

@@ -37,7 +37,7 @@ import time
 
 from harness.bench.scaling import Sampler, _mean, gpu_names, utilisation, whole_numbers
 from harness.errors import HarnessError, OneLineParser, UsageError, exit_from
-from harness.report.model import write_atomic
+from harness.files import write_atomic
 
 WORKS = ("context", "te", "cpu")
 

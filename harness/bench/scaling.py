@@ -35,7 +35,7 @@ import threading
 import time
 
 from harness.errors import OneLineParser, UsageError, exit_from
-from harness.report.model import write_atomic
+from harness.files import write_atomic
 
 TARGET = 0.8            # cases/s with N groups at least TARGET * N * the one-group figure
 SLACK_S = 150.0         # beyond the budget: group start, a late case, the merge and its plots

@@ -91,8 +91,10 @@ def _overlap_rank(rank: int, world_size: int, *, store_path: str, prefix: str, m
     import torch
     from torch.distributed import FileStore
 
-    from harness.comm.communicator import Communicator, OverlapMethod
-    from harness.comm.overlap import RING_ALLGATHER, _operation, _Ring, ring_allgather_gemm
+    from harness.comm.communicator import Communicator
+    from harness.comm.methods import OverlapMethod
+    from harness.comm.operation import RING_ALLGATHER, operation
+    from harness.comm.ring import Ring, ring_allgather_gemm
     from harness.fp8 import Fp8Format, cast_to_fp8
 
     fp8 = Fp8Format(fmt)
@@ -111,12 +113,12 @@ def _overlap_rank(rank: int, world_size: int, *, store_path: str, prefix: str, m
     try:
         def allgather_only():
             # exactly the communication thread's work in ring_allgather_gemm, on this thread
-            with _operation(comm, RING_ALLGATHER) as seq:
-                _Ring(comm, (m_local, k), seq, scale_inv, fp8, own_bytes=local).exchange(None, lambda chunk: None)
+            with operation(comm, RING_ALLGATHER) as seq:
+                Ring(comm, (m_local, k), seq, scale_inv, fp8, own_bytes=local).exchange(None, lambda chunk: None)
 
         def gemm_only():
             # exactly the GEMM thread's work, on the chunks the last all-gather left in the buffer
-            ring = _Ring(comm, (m_local, k), comm.seq - 1, scale_inv, fp8, own_bytes=local)
+            ring = Ring(comm, (m_local, k), comm.seq - 1, scale_inv, fp8, own_bytes=local)
             for chunk in ring.order():
                 ring.gemm_chunk(chunk, weight, gemm_out)
 

@@ -78,7 +78,7 @@ class FlagRegion:
         self._words: memoryview | None = segment.buffer().cast("q")
         # Called as guard(counter, value) before every store through this mapping: a
         # communicator installs one on its peers' regions to check that the payload a data
-        # counter announces has landed (``Communicator._check_landed``).
+        # counter announces has landed (``Arrivals.check_landed``).
         self.guard: Callable[[int, int], None] | None = None
 
     def _index(self, counter: int) -> int:

@@ -7,7 +7,7 @@ them with. Ranks that forward the chunk around the ring copy the header with it.
 using a chunk, every consumer checks:
 
 * the chunk was waited for: the consumer's wait saw the producer's counter reach the write it
-  is about to read (``Communicator.check_arrived``; a read before that says so, whether or not
+  is about to read (``Arrivals.check_arrived``; a read before that says so, whether or not
   the bytes happen to be there already);
 * the header is there and names the expected producer, chunk and operation number (a
   header from another operation means the ranks' operation sequences have diverged);

@@ -9,9 +9,9 @@ passes. :class:`CounterStagger` opens the gap on purpose: in operation ``#s`` th
 while its peers raise theirs at once. In every operation one rank's chunks are therefore
 visibly not announced yet while the other ranks, not held, are already reading: a consumer
 that does not wait for the right count reads before the write is announced, and
-``Communicator.check_arrived`` sees the counter short at the read.
+``Arrivals.check_arrived`` sees the counter short at the read.
 
-Who calls it: ``Communicator.put`` and ``overlap._put_tensor`` call :meth:`CounterStagger.hold`
+Who calls it: ``Communicator.put`` and ``chunks.put_tensor`` call :meth:`CounterStagger.hold`
 after the payload's copy (and the link's hold), right before the counter store. The emulated
 stacks' communicators stagger by :data:`DEFAULT_HOLD_S` (``harness/stacks/emulated/userbuffers.py``),
 so the default run's Userbuffers family always has the gap; ``CounterStagger()`` (no hold) is

@@ -37,6 +37,7 @@ import tempfile
 import time
 
 from harness.errors import OneLineParser, UsageError
+from harness.files import write_atomic
 from harness.faults.cases import EXPECT, check_fault_case, fault_case, normal_case
 from harness.faultmatrix.leaks import group_leftovers, processes_with_env
 from harness.runner.cleanup import kill_processes_with_env, run_folders
@@ -257,8 +258,7 @@ def main(argv=None) -> int:
         "interrupted": interrupted, "rows": rows,
     }
     if args.json:
-        with open(args.json, "w") as fh:
-            json.dump(result, fh, indent=1)
+        write_atomic(args.json, json.dumps(result, indent=1))
     if not dirs_left:
         shutil.rmtree(workdir, ignore_errors=True)
     print(format_table(rows))

@@ -31,6 +31,7 @@ import secrets
 import threading
 import time
 
+from harness.files import write_atomic
 from harness.hangs import flight_recorder, native_stacks
 
 REQUEST_FILE = "diagnostics-request"
@@ -85,10 +86,7 @@ class Request:
 def request(run_dir: str) -> Request:
     """Ask every rank of the group for its diagnostics (answered by :func:`serve`)."""
     token = secrets.token_hex(4)
-    tmp = os.path.join(run_dir, f".{REQUEST_FILE}.{token}")
-    with open(tmp, "w") as fh:
-        fh.write(token)
-    os.replace(tmp, os.path.join(run_dir, REQUEST_FILE))
+    write_atomic(os.path.join(run_dir, REQUEST_FILE), token)
     return Request(token, time.monotonic())
 
 
@@ -118,9 +116,7 @@ def serve(run_dir: str, rank: int, state: ServeState) -> bool:
         body["frames"] = frames
         path = _path(run_dir, rank, token)
         try:
-            with open(path + ".tmp", "w") as fh:
-                json.dump(body, fh)
-            os.replace(path + ".tmp", path)
+            write_atomic(path, json.dumps(body))
         except OSError:        # the run folder is going away: the controller stopped waiting
             return False
     return True

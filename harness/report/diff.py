@@ -25,7 +25,8 @@ import shlex
 
 from harness.errors import OneLineParser, UsageError
 from harness.report.bitvalues import value_of
-from harness.report.model import FORMAT_VERSION, check_writable, write_atomic
+from harness.files import write_atomic
+from harness.report.model import FORMAT_VERSION, check_writable
 from harness.report.tensors import entries
 
 

@@ -340,16 +340,9 @@ def write_stress_html(data: dict, path: str, plots_dir: str | None = None) -> di
     if plots_dir:
         os.makedirs(plots_dir, exist_ok=True)
         for name, png in plots.items():
-            _write_bytes(os.path.join(plots_dir, f"{name}.png"), png)
+            write_atomic(os.path.join(plots_dir, f"{name}.png"), png)
     write_atomic(path, render_stress_html(data, plots))
     return plots
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-    os.replace(tmp, path)
 
 
 # --- the trend over several nights -------------------------------------------------------------

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from harness.report.model import RunReport, write_atomic
+from harness.files import write_atomic
+from harness.report.model import RunReport
 
 
 def write_junit(report: RunReport, path: str) -> None:

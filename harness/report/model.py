@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 
 from harness.errors import UsageError
+from harness.files import write_atomic
 from harness.oracles.findings import PRECEDENCE, Failure
 
 
@@ -147,24 +147,6 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write via a temp file in the same folder and rename: a reader never sees half a report."""
-    folder = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        # mkstemp makes the file private (0600); a report is for everyone the umask allows.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_json(report: RunReport, path: str) -> None:

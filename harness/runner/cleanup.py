@@ -18,6 +18,8 @@ import signal
 import tempfile
 import time
 
+from harness.files import write_atomic
+
 __harness_hidden__ = True
 
 SHM_DIR = "/dev/shm"
@@ -97,8 +99,8 @@ def process_start(pid: int) -> str | None:
 def write_owner(folder: str, shm_prefix: str = "") -> None:
     """Name this process as the owner of ``folder`` (and of the segments under ``shm_prefix``)."""
     pid = os.getpid()
-    with open(os.path.join(folder, OWNER_FILE), "w") as fh:
-        json.dump({"pid": pid, "start": process_start(pid), "shm_prefix": shm_prefix}, fh)
+    write_atomic(os.path.join(folder, OWNER_FILE),
+                 json.dumps({"pid": pid, "start": process_start(pid), "shm_prefix": shm_prefix}))
 
 
 def owner_alive(owner: dict) -> bool:

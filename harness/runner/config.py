@@ -71,7 +71,6 @@ class RunConfig:
     faults: bool = False                    # the cases are the fault catalogue
     json_path: str | None = None
     junit_path: str | None = None
-    artifacts_dir: str | None = None
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)   # noqa: E731 (frozen)

@@ -101,8 +101,6 @@ OPTIONS = (
            fronts=frozenset({Front.RUN})),
     Option("--json", "json_path", "write the JSON report here", fronts=frozenset({Front.RUN})),
     Option("--junit", "junit_path", "write JUnit XML here", fronts=frozenset({Front.RUN})),
-    Option("--artifacts", "artifacts_dir", "folder for per-rank stack dumps and ledgers of failed cases",
-           fronts=frozenset({Front.RUN})),
 )
 
 

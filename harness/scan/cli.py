@@ -102,9 +102,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"{PROG}: not watchable: {line}", file=sys.stderr)
         return 0   # a listing, meant for $(...) in scripts that may run under set -e
     if args.write_baseline:
+        from harness.files import write_atomic     # standard library only, like the scan
+
         try:
-            with open(args.write_baseline, "w", encoding="utf-8") as handle:
-                handle.write(baseline.dumps(shown, base))
+            write_atomic(args.write_baseline, baseline.dumps(shown, base))
         except OSError as error:
             print(f"{PROG}: error: cannot write baseline {args.write_baseline}: {error.strerror or error}", file=sys.stderr)
             return 2

@@ -67,12 +67,12 @@ def test_a_counter_raised_before_its_payload_fails_the_producer_and_the_early_re
             if rank == 0:
                 comm.put = _signal_first(comm, consumer_read)
             else:
-                watch = comm.wait_landed
+                watch = comm.arrivals.wait_landed
 
                 def wait_landed(*args):            # the read has failed: now let the write land
                     consumer_read.set()
                     return watch(*args)
-                comm.wait_landed = wait_landed
+                comm.arrivals.wait_landed = wait_landed
             ring_allgather_gemm_hp(comm, torch.randn(8, 16, generator=torch.Generator().manual_seed(rank)),
                                    4.0, E4M3, torch.randn(4, 16))
 

@@ -12,7 +12,7 @@ import torch
 from torch.distributed import HashStore
 
 from harness.comm import Communicator, gemm_reduce_scatter, ring_allgather_gemm_hp
-from harness.comm import overlap as ub_overlap
+from harness.comm import ring as ub_ring
 from harness.comm.link import ENV_LINK_GBPS, LinkModel
 from harness.comm.reference import reference_ring_allgather_gemm
 from harness.errors import UsageError
@@ -97,7 +97,7 @@ def test_the_gemm_runs_while_the_peer_chunk_is_in_flight(shm_prefix, monkeypatch
     multiplies its own chunk before the peer's arrives, not after (a ring that waited for the
     whole gather before its first GEMM would log the arrival first)."""
     log, lock = [], threading.Lock()
-    gemm_chunk, wait_data = ub_overlap._Ring.gemm_chunk, Communicator.wait_data
+    gemm_chunk, wait_data = ub_ring.Ring.gemm_chunk, Communicator.wait_data
 
     def logged_gemm(ring, chunk, weight, out):
         with lock:
@@ -109,7 +109,7 @@ def test_the_gemm_runs_while_the_peer_chunk_is_in_flight(shm_prefix, monkeypatch
         with lock:
             log.append((comm.rank, "arrived", chunk))
 
-    monkeypatch.setattr(ub_overlap._Ring, "gemm_chunk", logged_gemm)
+    monkeypatch.setattr(ub_ring.Ring, "gemm_chunk", logged_gemm)
     monkeypatch.setattr(Communicator, "wait_data", logged_wait)
     data = [torch.randn(32, 64, generator=torch.Generator().manual_seed(r)) for r in range(2)]
     weights = [torch.randn(8, 64, generator=torch.Generator().manual_seed(10 + r)) for r in range(2)]

@@ -4,7 +4,7 @@ Every communicator the stack creates has its ``put`` replaced by one that stores
 counter first and copies the chunk's header and bytes after it (what a Userbuffers kernel that
 sets its flag before its copy has drained would do). Without a gap between the two, a consumer
 nearly always finds the bytes there by the time it reads; the harness checks, at the store, that
-the payload the counter announces has landed (``Communicator._check_landed``).
+the payload the counter announces has landed (``Arrivals.check_landed``).
 
     ./scripts/run --sut tests.planted.early_ub_counter:STACK --cases userbuffers/column
 

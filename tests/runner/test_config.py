@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import pathlib
+import re
 
 import pytest
 
@@ -107,3 +109,17 @@ def test_front_ends_parse_the_same_option_the_same_way():
     with pytest.raises(SystemExit):
         parser.parse_args(["--reset-between-cases"])   # a run-only option: stress draws its own cases
     assert {o.kind for o in OPTIONS} == set(Kind)
+
+
+def unread_options(options, sources: str) -> list[str]:
+    """The flags of ``options`` whose field no code reads (``.field`` or ``"field"``)."""
+    return [o.flag for o in options if not re.search(rf"(\.{o.field}\b|[\"']{o.field}[\"'])", sources)]
+
+
+def test_every_option_is_read_beyond_its_declaration():
+    root = pathlib.Path(__file__).resolve().parents[2] / "harness"
+    declared = {root / "runner" / "options.py", root / "runner" / "config.py"}
+    sources = "\n".join(p.read_text() for p in sorted(root.rglob("*.py")) if p not in declared)
+    assert unread_options(OPTIONS, sources) == []
+    # an option declared and read nowhere is found
+    assert unread_options([dataclasses.replace(OPTIONS[0], field="nowhere_dir")], sources) == [OPTIONS[0].flag]

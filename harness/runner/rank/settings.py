@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 
+from harness.files import write_atomic
 from harness.idreuse.morgue import ReusePolicy
 
 __harness_hidden__ = True
@@ -48,8 +49,7 @@ class RankSettings:
 
     def write(self, folder: str) -> str:
         path = os.path.join(folder, SETTINGS_FILE)
-        with open(path, "w") as fh:
-            json.dump(self.to_dict(), fh)
+        write_atomic(path, json.dumps(self.to_dict()))
         return path
 
     @classmethod

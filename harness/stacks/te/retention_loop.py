@@ -29,6 +29,7 @@ import time
 import torch
 
 from harness.case.data import initial_weights, step_grad_output, step_inputs
+from harness.files import write_atomic
 from harness.stacks.protocol import BuildContext
 from harness.stacks.te import cases as te_cases
 from harness.stacks.te import global_state
@@ -106,8 +107,7 @@ def main(argv=None) -> int:
     report = {"case": case.name, "dims": list(case.model.dims), "world_size": world, "models": args.models,
               "wall_s": time.perf_counter() - started, "rows": rows}
     if rank == 0 and args.json:
-        with open(args.json, "w") as fh:
-            json.dump(report, fh, indent=1)
+        write_atomic(args.json, json.dumps(report, indent=1))
     return 0
 
 

@@ -16,18 +16,10 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import os
 import sys
 
 from harness.errors import SetupError
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Through a temporary file beside it, renamed: a reader never sees half of it."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+from harness.files import write_atomic
 
 
 def main(argv=None) -> int:
