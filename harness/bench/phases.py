@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from harness.bench.bare import PROJECT_ROOT
+from harness.files import write_atomic
 from harness.phases import ENV
 
 __harness_hidden__ = True
@@ -88,8 +88,8 @@ def main(argv=None) -> int:
     for row in rows:
         print(f"{row['at_s']:9.3f} s  (+{row['gap_s']:7.3f})  {row['phase']}")
     if ns.json:
-        with open(ns.json, "w") as fh:
-            json.dump({"command": ["python", "-m", "harness", *args], "exit": rc, "phases": rows}, fh, indent=1)
+        write_atomic(ns.json, json.dumps({"command": ["python", "-m", "harness", *args], "exit": rc,
+                                          "phases": rows}, indent=1))
     return rc
 
 

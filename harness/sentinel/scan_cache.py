@@ -16,6 +16,8 @@ import json
 import os
 from typing import Optional
 
+from harness.files import write_atomic
+
 OFF = "off"
 
 
@@ -75,9 +77,6 @@ def store(cache_key: str, value) -> None:
         return
     try:
         os.makedirs(place, exist_ok=True)
-        temporary = os.path.join(place, f".{cache_key}.{os.getpid()}.tmp")
-        with open(temporary, "w", encoding="utf-8") as handle:
-            json.dump(dataclasses.asdict(value), handle)
-        os.replace(temporary, os.path.join(place, cache_key + ".json"))
+        write_atomic(os.path.join(place, cache_key + ".json"), json.dumps(dataclasses.asdict(value)))
     except OSError:
         pass
