@@ -1,7 +1,7 @@
 """A stress run's record as typed data: what ``stress.json`` holds, field by field.
 
-One case that ran (:class:`CaseEntry`), one kind of failure (:class:`FailureRecord`: its
-:class:`Status`, its tries, its :class:`Repro`), one batch (:class:`Batch`), the totals
+One case that ran (:class:`CaseEntry`), one kind of failure
+(:class:`~harness.report.stress_failure.FailureRecord`: its status, its tries, its repro), one batch (:class:`Batch`), the totals
 (:class:`Totals`) and the whole report (:class:`StressReport`). A merged report is a
 :class:`StressReport` like any other, with the parts it was made of (:class:`PartInfo`) and the
 parts that were expected and not given (``missing_parts``): it is complete when every part it
@@ -17,242 +17,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import enum
-from typing import Any, ClassVar
 
 from harness.case.spec import CaseSpec
 from harness.oracles.findings import PRECEDENCE
+from harness.report.records import Record, plain
+from harness.report.stress_failure import FailureRecord
 
 # 2: a failure's signature is made from the identity fields its oracle sets
 # (harness.stress.signature); format 1 made it from the message text.
 FORMAT = "harness-stress/2"
 OLD_FORMATS = ("harness-stress/1",)
-COMMUNICATION_ORACLES = ("cross-rank", "liveness", "error")
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, (Record, CaseSpec)):
-        return value.to_dict()
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _many(convert):
-    return lambda values: [convert(v) for v in values or []]
-
-
-def _optional(convert):
-    return lambda value: None if value is None else convert(value)
-
-
-class Record:
-    """Plain data out and back for a dataclass: ``_convert`` names how a field is read back
-    (a nested record, a list of them, an enum); every other field is taken as it is. Keys the
-    class does not know are left out on reading."""
-
-    _convert: ClassVar[dict] = {}
-
-    def to_dict(self) -> dict:
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_dict(cls, data: dict):
-        known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {}
-        for key, value in data.items():
-            if key in known:
-                convert = cls._convert.get(key)
-                kwargs[key] = convert(value) if convert is not None and value is not None else value
-        return cls(**kwargs)
-
-
-class Status(str, enum.Enum):
-    """Where a kind of failure stands; its value is what the report shows."""
-
-    FOUND = "found"
-    UNCHECKED = "found; repro not checked yet"
-    SHRINKING = "shrinking"
-    INTERRUPTED = "interrupted while shrinking; repro not checked"
-    REPRODUCED = "reproduced"
-    NOT_REPRODUCED = "not reproduced"
-    SHRUNK_ELSEWHERE = "shrunk by another group"
-
-    __str__ = str.__str__
-    __format__ = str.__format__
-
-
-# --- a repro and its check -----------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class Check(Record):
-    """A repro command run in fresh processes: reproduced only if every run failed the same way."""
-
-    reproduced: bool
-    exit_code: int | None = None
-    oracle: str | None = None
-    timed_out: bool = False
-    seconds: float = 0.0
-    output_tail: str = ""
-    runs: int = 1
-    reproduced_runs: int = 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Attempt(Record):
-    """One repro checked: the minimal, the unshrunk, or the batch replay."""
-
-    kind: str
-    cases: int
-    describe: str
-    reproduced: bool
-    exit_code: int | None = None
-    oracle: str | None = None
-    seconds: float = 0.0
-    runs: int = 1
-    reproduced_runs: int = 0
-    reuse_pinned: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class ShrinkInfo(Record):
-    """What the shrink did for a repro."""
-
-    shrunk: bool = False
-    reproducible: bool | None = None
-    candidates_run: int = 0
-    candidates_seen: int = 0
-    candidates_declined: int = 0
-    sequences_run: int = 0
-    out_of_time: bool = False
-    shrink_s: float = 0.0
-    note: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Repro(Record):
-    """A repro file, the command that runs it, and whether that command reproduced the failure
-    (``verified``: None while not checked)."""
-
-    file: str
-    command: str
-    kind: str
-    cases: int
-    verified: bool | None = None
-    preceding_cases: int = 0
-    target: str | None = None
-    spec: CaseSpec | None = None
-    describe: str = ""
-    steps: int | None = None
-    models: int | None = None
-    layers: int | None = None
-    recipe: str | None = None
-    reuse_pinned: str | None = None
-    verification: Check | None = None
-    attempts: tuple = ()
-    shrink: ShrinkInfo = ShrinkInfo()
-    note_merge: str | None = None
-
-    _convert = {"spec": CaseSpec.from_dict, "verification": Check.from_dict,
-                "attempts": lambda v: tuple(Attempt.from_dict(a) for a in v), "shrink": ShrinkInfo.from_dict}
-
-    def rank(self) -> tuple:
-        """Smaller is better: verified first, then fewest cases, then the simplest case."""
-        return (0 if self.verified else 1, self.cases, self.steps or 0, self.models or 0, self.layers or 0)
-
-
-NO_REPRO_RANK = (2, 0, 0, 0, 0)
-
-
-@dataclasses.dataclass(frozen=True)
-class Replay(Record):
-    """The exact replay of the batch a failure was found in."""
-
-    file: str | None
-    command: str | None
-    case: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Original(Record):
-    """The failing case as found, before shrinking."""
-
-    spec: CaseSpec
-    describe: str
-    preceding_cases: int
-    steps: int | None = None
-    models: int | None = None
-    layers: int | None = None
-    recipe: str | None = None
-
-    _convert = {"spec": CaseSpec.from_dict}
-
-
-@dataclasses.dataclass(frozen=True)
-class OtherTry(Record):
-    """A case tried for a failure whose repro did not reproduce, kept aside."""
-
-    target: str | None
-    kind: str | None
-    cases: int | None
-    note: str | None = None
-    attempts: tuple = ()
-
-    _convert = {"attempts": lambda v: tuple(Attempt.from_dict(a) for a in v)}
-
-    @classmethod
-    def of(cls, repro: Repro) -> "OtherTry":
-        return cls(repro.target, repro.kind, repro.cases, repro.shrink.note, repro.attempts)
-
-
-@dataclasses.dataclass(frozen=True)
-class PartFailure(Record):
-    """In a merged report: one part's failure of this kind."""
-
-    part: str
-    folder: str
-    n: int
-    count: int
-    status: Status | None
-
-    _convert = {"status": Status}
-
-
-@dataclasses.dataclass
-class FailureRecord(Record):
-    """One kind of failure (one signature): its cases, its status and its repro. Mutable: the
-    session counts cases against it and replaces its repro as the shrink goes on."""
-
-    n: int
-    oracle: str
-    signature: str
-    first_case: str
-    found_s: float
-    detail: str
-    original: Original
-    cases: list = dataclasses.field(default_factory=list)
-    count: int = 1
-    status: Status = Status.FOUND
-    tries: int = 0
-    repro: Repro | None = None
-    replay: Replay | None = None
-    other_tries: list = dataclasses.field(default_factory=list)
-    shrunk_by_group: int | None = None
-    # a merged report: the parts it appeared in, and which part's repro it keeps
-    parts: list = dataclasses.field(default_factory=list)
-    found_in: str | None = None
-    repro_from: str | None = None
-    repro_source: str | None = None
-
-    _convert = {"original": Original.from_dict, "status": Status, "repro": Repro.from_dict,
-                "replay": Replay.from_dict, "other_tries": _many(OtherTry.from_dict),
-                "parts": _many(PartFailure.from_dict)}
-
-    def repro_rank(self) -> tuple:
-        return self.repro.rank() if self.repro is not None else NO_REPRO_RANK
 
 
 # --- cases and batches ---------------------------------------------------------------------------
@@ -447,6 +221,14 @@ class PartInfo(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class StreamInfo(Record):
+    """Which of the seed's batch streams a run took: ``index`` of ``count``."""
+
+    index: int = 0
+    count: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
 class StressConfig(Record):
     """How the run was made: its stack, launcher, seed, budget, stream, and where it ran."""
 
@@ -466,7 +248,7 @@ class StressConfig(Record):
     shrink_per_failure_s: float = 0.0
     max_cases: int | None = None
     max_failures: int | None = None
-    stream: dict = dataclasses.field(default_factory=lambda: {"index": 0, "count": 1})
+    stream: StreamInfo = StreamInfo()
     shard: str | None = None
     groups: int = 1
     group: int | None = None
@@ -480,15 +262,7 @@ class StressConfig(Record):
     hypothesis: str | None = None
     merged_from: tuple = ()
 
-    _convert = {"merged_from": lambda v: tuple(PartInfo.from_dict(p) for p in v)}
-
-    @property
-    def stream_index(self) -> int:
-        return int(self.stream.get("index", 0))
-
-    @property
-    def stream_count(self) -> int:
-        return int(self.stream.get("count", 1))
+    _convert = {"merged_from": lambda v: tuple(PartInfo.from_dict(p) for p in v), "stream": StreamInfo.from_dict}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -519,7 +293,7 @@ class StressReport(Record):
 
     def header(self) -> dict:
         """Everything but the cases, as plain data (the writer puts the cases last)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "cases"}
+        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "cases"}
 
     def status(self) -> str:
         if self.complete:

@@ -18,7 +18,8 @@ import time
 from harness.case.data import derive_seed
 from harness.errors import UsageError
 from harness.oracles.findings import BROKE_GROUP, COMMUNICATION
-from harness.report.stress_model import Batch, FailureRecord, Status
+from harness.report.stress_failure import FailureRecord, Status
+from harness.report.stress_model import Batch
 from harness.runner.interrupts import Interrupted
 from harness.runner.session import run
 from harness.stress.explore import draw

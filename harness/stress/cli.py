@@ -202,7 +202,9 @@ def _run_groups(args, argv: list[str], cfg, plan: GroupPlan) -> int:
             print(f"warning: group {g} wrote no report (exit {code})", file=sys.stderr)
     if not folders:
         raise UsageError(f"no group wrote a report (exit codes {codes})")
-    extra = {"stream": shard.to_dict(), "shard": args.shard.text() if args.shard else None,
+    from harness.report.stress_model import StreamInfo
+
+    extra = {"stream": StreamInfo(shard.index, shard.count), "shard": args.shard.text() if args.shard else None,
              "groups": groups, "group": None, "group_devices": plan.devices,
              "argv": ["python", "-m", "harness", "stress"] + argv}
     report = merge(args.out, folders, config_extra=extra, interrupted=run.interrupted)

@@ -33,9 +33,8 @@ import sys
 
 from harness.errors import OneLineParser, UsageError
 from harness.report.stress_file import StressFile, read_report
-from harness.report.stress_model import (
-    FailureRecord, PartFailure, PartInfo, StressReport, Timings, Draws, Totals,
-)
+from harness.report.stress_failure import FailureRecord, PartFailure
+from harness.report.stress_model import Draws, PartInfo, StressReport, Timings, Totals
 from harness.stress.record import case_report_of, clear_previous, now_iso, publish, write_html_of, write_junit_of
 from harness.stress.repro import display_path
 from harness.stress.summary import print_summary
@@ -54,7 +53,8 @@ class Part:
 
     @property
     def stream(self) -> tuple[int, int]:
-        return self.report.config.stream_index, self.report.config.stream_count
+        stream = self.report.config.stream
+        return stream.index, stream.count
 
     @property
     def label(self) -> str:
@@ -80,8 +80,11 @@ def load_part(folder: str) -> Part:
     """The stress report in ``folder``; UsageError (one line) when there is none."""
     if not os.path.isdir(folder):
         raise UsageError(f"stress merge: {folder!r} is not a folder")
+    path = os.path.join(folder, "stress.json")
+    if not os.path.isfile(path):
+        raise UsageError(f"stress merge: {folder!r} holds no stress report (no stress.json)")
     try:
-        return Part(folder, read_report(os.path.join(folder, "stress.json")))
+        return Part(folder, read_report(path))
     except UsageError as exc:
         raise UsageError(f"stress merge: {exc}") from None
 

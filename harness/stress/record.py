@@ -18,9 +18,8 @@ import time
 
 from harness.report.model import CaseReport, RunReport
 from harness.report.stress_file import StressFile
-from harness.report.stress_model import (
-    Batch, CaseEntry, Draws, FailureRecord, Original, StressConfig, StressReport, Timings, Totals,
-)
+from harness.report.stress_failure import FailureRecord, Original
+from harness.report.stress_model import Batch, CaseEntry, Draws, StressConfig, StressReport, Timings, Totals
 from harness.stress.strategies import complexity, describe
 
 DETAIL_LIMIT = 4000

@@ -17,7 +17,7 @@ import tempfile
 import time
 
 from harness.report.model import read_case, write_atomic
-from harness.report.stress_model import Check
+from harness.report.stress_failure import Check
 from harness.runner.config import RunConfig
 from harness.stress.signature import primary, same_failure
 

@@ -25,7 +25,8 @@ import signal
 import time
 
 from harness.errors import HarnessError, UsageError
-from harness.report.stress_model import Batch, OtherTry, Replay, Repro, Status, StressConfig
+from harness.report.stress_failure import OtherTry, Replay, Repro, Status
+from harness.report.stress_model import Batch, StreamInfo, StressConfig
 from harness.runner.config import RunConfig
 from harness.runner.interrupts import Interrupted, raise_on_signals
 from harness.stacks import load_stack
@@ -82,7 +83,7 @@ class StressSession:
             deadline_s=cfg.deadline_s, strict=cfg.strict, isolation=cfg.isolation,
             batch_seconds=opts.batch_seconds, batch_size=opts.batch_size, shrink_share=opts.shrink_share,
             shrink_per_failure_s=opts.shrink_per_failure_s, max_cases=opts.max_cases,
-            max_failures=opts.max_failures, stream=opts.stream.to_dict(),
+            max_failures=opts.max_failures, stream=StreamInfo(opts.stream.index, opts.stream.count),
             shard=opts.shard.text() if opts.shard is not None else None, groups=opts.groups, group=opts.group,
             capabilities=self.capabilities.to_dict(), **(config_extra or {}))
         self.record = StressRecord(config, opts.out_dir)

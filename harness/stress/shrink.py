@@ -31,7 +31,7 @@ import dataclasses
 import time
 
 from harness.errors import SetupError
-from harness.report.stress_model import Attempt, Check, FailureRecord, Repro, ShrinkInfo
+from harness.report.stress_failure import Attempt, Check, FailureRecord, Repro, ShrinkInfo
 from harness.stacks.capabilities import UNDECLARED, Capabilities
 from harness.stress.explore import shrink_in_batch
 from harness.stress.repro import command_text, display_path, run_command, verify, write_case_file
