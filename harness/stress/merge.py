@@ -35,7 +35,9 @@ from harness.errors import OneLineParser, UsageError
 from harness.report.stress_file import StressFile, read_report
 from harness.report.stress_failure import FailureRecord, PartFailure
 from harness.report.stress_model import Draws, PartInfo, StressReport, Timings, Totals
-from harness.stress.record import case_report_of, clear_previous, now_iso, publish, write_html_of, write_junit_of
+from harness.stress.record import (
+    case_report_of, clear_previous, now_iso, publish, write_html_of, write_json_of, write_junit_of,
+)
 from harness.stress.repro import display_path
 from harness.stress.summary import print_summary
 
@@ -230,9 +232,7 @@ def merge(out_dir: str, folders: list[str], config_extra=None, stream=None,
     for line in parts.warnings:
         print(line, file=stream)
     report = merged_report(parts, out_dir, config_extra, interrupted)
-    json_file = StressFile(os.path.join(out_dir, "stress.json"))
-    json_file.write(report)
-    publish(json_file.path)
+    write_json_of(report, StressFile(os.path.join(out_dir, "stress.json")))
     write_junit_of(report, [case_report_of(c) for c in report.cases], out_dir)
     try:
         write_html_of(report, out_dir)

@@ -104,8 +104,7 @@ class StressRecord:
         self.finished_at = now_iso()
 
     def write_json(self) -> None:
-        self._file.write(self.report())
-        publish(self._file.path)
+        write_json_of(self.report(), self._file)
 
     def write_junit(self) -> None:
         write_junit_of(self.report(), self.case_reports, self.out_dir)
@@ -135,6 +134,11 @@ def case_report_of(entry: CaseEntry) -> CaseReport:
                       ranks=list(entry.ranks), reuse_events=entry.reuse_events, detail=entry.detail,
                       steps_compared=entry.steps_compared, models_built=entry.models_built,
                       duration_s=entry.duration_s, skip_reason=entry.skip_reason)
+
+
+def write_json_of(report: StressReport, json_file: StressFile) -> None:
+    json_file.write(report)
+    publish(json_file.path)
 
 
 def write_junit_of(report: StressReport, case_reports: list[CaseReport], out_dir: str) -> None:
