@@ -1,6 +1,6 @@
 """The stress loop: batches of generated cases until the time budget is spent.
 
-Each batch is drawn from the seed by Hypothesis, inside what the stack declares it runs
+Each batch (:class:`harness.stress.batch.BatchRun`) is drawn from the seed by Hypothesis, inside what the stack declares it runs
 (:mod:`harness.stacks.capabilities`), and run on ONE persistent rank group (in this process for
 ``--launcher inproc``) by :func:`harness.runner.session.run`, the runner of ``python -m harness
 run``, from empty registries. After every case the record is updated and ``stress.json`` rewritten.
