@@ -292,8 +292,9 @@ class StressReport(Record):
                 "warnings": tuple, "missing_parts": tuple}
 
     def header(self) -> dict:
-        """Everything but the cases, as plain data (the writer puts the cases last)."""
-        return {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "cases"}
+        """Everything but the cases, as plain data, the format first (the writer puts the cases last)."""
+        fields = ["format"] + [f.name for f in dataclasses.fields(self) if f.name not in ("format", "cases")]
+        return {name: plain(getattr(self, name)) for name in fields}
 
     def status(self) -> str:
         if self.complete:
