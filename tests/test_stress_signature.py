@@ -168,3 +168,25 @@ def test_a_case_signature_is_its_primary_failures():
                      reuse_events=0, repro="")
     assert report.oracle == "cross-rank" and case_signature(report) == signature(CROSS)
     assert case_signature(verdict("p", [], reuse_events=0, repro="")) is None
+
+
+def test_a_run_reworded_gives_its_cases_the_same_signatures(request):
+    """End to end, in this process: the buggy stack's cases through the case executor, the
+    hygiene scan and the verdict, once as they are and once with every message reworded."""
+    from harness.runner.config import RunConfig
+    from harness.runner.session import run
+    from harness.stacks.capabilities import UNDECLARED
+    from harness.stress.batch import batch_cases
+
+    _, cases = batch_cases(20261204, 0, 12, UNDECLARED, 1)
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1, reuse="symmetric", cases=cases)
+
+    def signatures():
+        report = run(cfg, None)
+        return [(c.name, c.oracle, case_signature(c)) for c in report.cases], [c.detail for c in report.cases]
+
+    plain, words = signatures()
+    assert any(oracle for _, oracle, _ in plain), "the buggy stack failed no case"
+    request.getfixturevalue("reworded")
+    again, new_words = signatures()
+    assert new_words != words and again == plain
