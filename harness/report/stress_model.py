@@ -143,6 +143,9 @@ class Timings(Record):
 
 @dataclasses.dataclass(frozen=True)
 class Totals(Record):
+    """The run's counts and times (computed from its cases, failures, batches, draws and
+    timings by :meth:`of`): what the summary, the progress line and the trend show."""
+
     cases: int = 0
     passed: int = 0
     failed: int = 0
