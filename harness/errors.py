@@ -6,7 +6,19 @@ import argparse
 
 
 class HarnessError(Exception):
-    """Root of every error the harness raises on purpose."""
+    """Root of every error the harness raises on purpose.
+
+    An error that a case's failure is made of may name that failure's identity
+    (:class:`harness.oracles.findings.Failure`): what went wrong (``kind``, words that stay the
+    same from case to case), the call site (``path.py function``) and the collective."""
+
+    kind: str = ""
+    site: str | None = None
+    collective: str | None = None
+
+    def identify(self, kind: str, site: str | None = None, collective: str | None = None) -> "HarnessError":
+        self.kind, self.site, self.collective = kind, site, collective
+        return self
 
 
 class UsageError(HarnessError):
@@ -34,6 +46,7 @@ class DeadlineExceeded(HarnessError):
         self.what = what
         self.seconds = seconds
         self.where = where
+        self.identify("did not complete within the deadline", site_of(where))
 
     def __reduce__(self):
         return (DeadlineExceeded, (self.what, self.seconds, self.where))
@@ -51,3 +64,12 @@ def exit_from(main) -> None:
         print(f"error: {exc}", file=sys.stderr)
         code = 2
     sys.exit(code)
+
+
+def site_of(frame: str | None) -> str | None:
+    """A call site as the ledger and tracebacks write it (``path.py:43 fn``) without its line
+    number (``path.py fn``): lines move with every edit, the function does not."""
+    if not frame:
+        return None
+    path, _, rest = frame.partition(":")
+    return f"{path} {rest.partition(' ')[2]}".strip()

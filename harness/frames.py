@@ -52,7 +52,21 @@ def user_traceback(exc: BaseException, limit: int = 6) -> str:
     Only marked modules and ``contextlib`` are dropped here: torch's frames stay, since an error
     raised inside torch is often best understood from them.
     """
-    frames = [(frame, lineno) for frame, lineno in traceback.walk_tb(exc.__traceback__)
-              if not frame.f_globals.get(MARKER) and not frame.f_code.co_filename.endswith("contextlib.py")]
+    frames = _user_frames(exc)
     summary = traceback.StackSummary.extract(iter(frames[-limit:]), lookup_lines=True)
     return "".join(summary.format()).rstrip()
+
+
+def _user_frames(exc: BaseException) -> list:
+    return [(frame, lineno) for frame, lineno in traceback.walk_tb(exc.__traceback__)
+            if not frame.f_globals.get(MARKER) and not frame.f_code.co_filename.endswith("contextlib.py")]
+
+
+def innermost_site(exc: BaseException) -> str | None:
+    """Where ``exc`` was raised, as ``path/to/file.py function`` (the innermost frame
+    :func:`user_traceback` shows; the path's last three parts, no line number), or None."""
+    frames = _user_frames(exc)
+    if not frames:
+        return None
+    code = frames[-1][0].f_code
+    return f"{'/'.join(code.co_filename.split(os.sep)[-3:])} {code.co_name}"

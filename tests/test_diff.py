@@ -380,10 +380,11 @@ def test_a_case_skipped_in_one_run_only_is_a_difference_and_in_both_is_not_run(t
 def test_a_stress_run_keeps_no_tensor_tables_in_memory(tmp_path):
     from harness.case.spec import CaseSpec, ModelSpec
     from harness.fp8.recipe import DelayedScalingRecipe
+    from harness.report.stress_model import StressConfig
     from harness.stress.record import StressRecord
 
-    config = {"sut": "s", "launcher": "inproc", "world_size": 1, "seed": 1, "reuse": "natural", "minutes": 1,
-              "capabilities": {"formats": ["HYBRID"], "scalings": ["delayed"], "constructions": ["copy"]}}
+    config = StressConfig("s", "inproc", 1, 1, "natural", minutes=1,
+                          capabilities={"formats": ["HYBRID"], "scalings": ["delayed"], "constructions": ["copy"]})
     record = StressRecord(config, str(tmp_path))
     spec = CaseSpec(name="c0", model=ModelSpec(dims=(8, 8), recipe=DelayedScalingRecipe()))
     full = CaseReport("c0", "passed", tensors=report(["repro/cross-rank"])["cases"][0]["tensors"])

@@ -136,21 +136,22 @@ def test_check_case_skips_with_the_reason_and_a_skipped_report_needs_one():
 
 def test_stress_reports_count_skipped_cases_and_never_as_failures(tmp_path):
     from harness.report.html import render_stress_html
+    from harness.report.stress_model import StressConfig
     from harness.stress.record import StressRecord, declaration_lines
 
-    config = {"sut": "s", "launcher": "inproc", "world_size": 1, "seed": 1, "reuse": "natural", "minutes": 1,
-              "capabilities": {"formats": ["HYBRID"], "scalings": ["delayed"], "constructions": ["copy"]}}
+    config = StressConfig("s", "inproc", 1, 1, "natural", minutes=1,
+                          capabilities={"formats": ["HYBRID"], "scalings": ["delayed"], "constructions": ["copy"]})
     record = StressRecord(config, str(tmp_path))
     spec = CaseSpec(name="c0", model=ModelSpec(dims=(8, 8), recipe=DelayedScalingRecipe()))
     record.add_case(0, 0, spec, CaseReport("c0", "passed", models_built=1), 0.0, None)
     record.add_case(0, 1, spec.with_(name="c1"), skipped("c1", "the stack declines it: why"), 0.0, None)
     t = record.totals()
-    assert (t["passed"], t["skipped"], t["failing_cases"], t["failures"]) == (1, 1, 0, 0)
-    assert record.cases[1]["skip_reason"] == "the stack declines it: why"
+    assert (t.passed, t.skipped, t.failing_cases, t.failures) == (1, 1, 0, 0)
+    assert record.cases[1].skip_reason == "the stack declines it: why"
     assert declaration_lines(t)[0].startswith("1 cases skipped")
     record.write_junit()
     suite = ET.parse(tmp_path / "junit.xml").getroot()
     assert suite.get("skipped") == "1" and suite.find("testcase/skipped").get("message") == "the stack declines it: why"
     record.finish()
-    page = render_stress_html(record.to_dict(), {})
+    page = render_stress_html(record.report(), {})
     assert "Skipped cases (1)" in page and "the stack declines it: why" in page and "1 skipped" in page

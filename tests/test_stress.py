@@ -5,6 +5,7 @@ The end-to-end runs use ``--launcher inproc`` (no rank group to start), each a f
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -115,7 +116,7 @@ def test_patched_stack_has_no_failure_and_readable_reports(runs):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = _load(out)
     t = data["totals"]
-    assert data["complete"] and data["format"] == "harness-stress/1"
+    assert data["complete"] and data["format"] == "harness-stress/2"
     assert t["cases"] >= 1 and t["failures"] == 0 and t["failing_cases"] == 0
     assert t["models_built"] >= t["cases"]
     assert len(data["cases"]) == t["cases"]
@@ -132,29 +133,35 @@ def test_patched_stack_has_no_failure_and_readable_reports(runs):
     assert "cases" in proc.stderr and "cases/s" in proc.stderr     # the progress line
 
 
-def _fake_run(tmp_path, oracle: str, detail: str) -> list:
-    """A command that writes a one-case run report to the path after ``--json`` and exits 1."""
+def _fake_run(tmp_path, failure) -> list:
+    """A command that writes a one-case run report (its one failure ``failure``) to the path
+    after ``--json`` and exits 1."""
+    case = {"name": "my/case", "outcome": "failed", "oracle": failure.oracle, "detail": failure.line(),
+            "failures": [failure.to_dict()]}
     script = tmp_path / "fake_run.py"
     script.write_text("import json, sys\n"
-                      f"json.dump({{'cases': [{{'name': 'my/case', 'oracle': {oracle!r}, 'detail': {detail!r}}}]}}, "
-                      "open(sys.argv[sys.argv.index('--json') + 1], 'w'))\nsys.exit(1)\n")
+                      f"json.dump({{'cases': [{case!r}]}}, open(sys.argv[sys.argv.index('--json') + 1], 'w'))\n"
+                      "sys.exit(1)\n")
     return ["python", str(script)]
 
 
 def test_the_repro_check_wants_the_same_failure_not_only_the_same_oracle(tmp_path):
+    from harness.oracles.findings import Failure
     from harness.stress.repro import verify
     from harness.stress.signature import signature
 
-    site = ("[cross-rank] rank 0: CollectiveMismatch: registries differ between ranks before collective #5 "
-            "(they agreed at collective #4 at harness/stacks/emulated/amax_buffers.py:43 reduce_and_update <- a.py:1 f)")
-    wanted = signature("cross-rank", site)
-    assert verify(_fake_run(tmp_path, "cross-rank", site.replace("#5", "#9")), "my/case", "cross-rank", 30, wanted)["reproduced"]
-    other = site.replace("amax_buffers.py:43 reduce_and_update", "ub.py:9 exchange")
-    check = verify(_fake_run(tmp_path, "cross-rank", other), "my/case", "cross-rank", 30, wanted)
-    assert check["reproduced"] is False and check["exit_code"] == 1 and check["oracle"] == "cross-rank"
+    found = Failure("cross-rank", "registries differ before collective #5", rank=0,
+                    kind="CollectiveMismatch: registries differ between ranks before a collective",
+                    site="harness/stacks/emulated/amax_buffers.py reduce_and_update", collective="all_reduce")
+    wanted = signature(found)
+    again = dataclasses.replace(found, detail="registries differ before collective #9", rank=1)
+    assert verify(_fake_run(tmp_path, again), "my/case", "cross-rank", 30, wanted).reproduced
+    other = dataclasses.replace(found, site="harness/stacks/ub.py exchange")
+    check = verify(_fake_run(tmp_path, other), "my/case", "cross-rank", 30, wanted)
+    assert check.reproduced is False and check.exit_code == 1 and check.oracle == "cross-rank"
     # found in the run alone, reproduced in a shared run: one failure
-    alone = "[isolation] rank 1: the isolated run of this case failed by itself, so it cannot be compared: " + site
-    assert verify(_fake_run(tmp_path, "cross-rank", site), "my/case", "isolation", 30, signature("isolation", alone))["reproduced"]
+    alone = dataclasses.replace(found, oracle="isolation", passed_on="cross-rank", detail="failed by itself: ...")
+    assert verify(_fake_run(tmp_path, found), "my/case", "isolation", 30, signature(alone)).reproduced
 
 
 def test_buggy_stack_failure_is_shrunk_and_its_command_reproduces_it(runs, tmp_path):
@@ -250,6 +257,8 @@ def test_a_repro_that_does_not_reproduce_is_retried_with_a_later_case(tmp_path):
     from harness.stacks.protocol import ModelSpec
     from harness.stress.progress import Progress
     from harness.stress.session import StressOptions, StressSession
+    from harness.report.stress_failure import Check, Repro, Status
+    from harness.report.stress_model import Batch
     from harness.stress.shrink import FailureContext
 
     cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
@@ -259,26 +268,27 @@ def test_a_repro_that_does_not_reproduce_is_retried_with_a_later_case(tmp_path):
     cases = [CaseSpec(name=f"stress/b000/c00{i}", model=model, steps=1, models=1) for i in range(3)]
     record = session.record
     entry = record.add_case(0, 0, cases[0], _report(cases[0].name), 0.0, 1)
-    failure = record.new_failure("hygiene", entry, cases[0], 0)
+    failure = record.new_failure("hygiene", entry, cases[0], 0, "hygiene: R holds a dead id")
     outcomes = iter([False, True])
 
     def reproduce(ctx, path):
         with open(path, "w") as fh:
             fh.write("[]")
-        return {"verified": next(outcomes), "target": ctx.batch_cases[ctx.index].name, "kind": "minimal",
-                "cases": 1, "describe": "", "verification": {"exit_code": 1, "oracle": "hygiene"}}
+        return Repro(file=path, command="python -m harness run ...", kind="minimal", cases=1,
+                     verified=next(outcomes), target=ctx.batch_cases[ctx.index].name,
+                     verification=Check(reproduced=False, exit_code=1, oracle="hygiene"))
 
     session.shrinker.reproduce = reproduce
-    batch = {"file": "b.json", "replay": "python -m harness run ..."}
-    session._provisional(FailureContext(failure, cases, 1, 3, 0, 0), batch)
+    batch = Batch(index=0, seed=1, size=3, started_s=0.0, file="b.json", replay="python -m harness run ...")
+    session.provisional(FailureContext(failure, cases, 1, 3, 0, 0), batch)
     session._reproduce(FailureContext(failure, cases, 1, 3, 0, 0), batch)
-    assert failure["status"] == "not reproduced" and failure["tries"] == 1
+    assert failure.status is Status.NOT_REPRODUCED and failure.tries == 1
     session._reproduce(FailureContext(failure, cases, 1, 3, 2, 0), batch)
-    assert failure["status"] == "reproduced" and failure["tries"] == 2
-    assert failure["repro"]["target"] == "stress/b000/c002"
-    assert failure["repro"]["file"].endswith("repro-1.json") and os.path.exists(tmp_path / "repro-1.json")
+    assert failure.status is Status.REPRODUCED and failure.tries == 2
+    assert failure.repro.target == "stress/b000/c002"
+    assert failure.repro.file.endswith("repro-1.json") and os.path.exists(tmp_path / "repro-1.json")
     assert not os.path.exists(tmp_path / "repro-1.retry.json")
-    assert [t["target"] for t in failure["other_tries"]] == ["stress/b000/c000"]
+    assert [t.target for t in failure.other_tries] == ["stress/b000/c000"]
 
 
 def _report(name):

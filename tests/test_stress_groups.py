@@ -124,9 +124,9 @@ def test_gpu_groups_that_fit_are_planned_on_gpus_of_their_own(monkeypatch):
                                       "--groups", "2", "--oversubscribe"])
     cfg = config_from_values({o.field: getattr(args, o.field) for o in options_for(Front.STRESS)}, Front.STRESS)
     plan = _plan_groups(args, cfg, load_stack(cfg.sut, cfg.sut_options()))
-    assert plan["groups"] == 2 and plan["devices"] == ["0,1", "2,3"]
+    assert plan.groups == 2 and plan.devices == ["0,1", "2,3"]
     args.groups = "auto"
-    assert _plan_groups(args, cfg, load_stack(cfg.sut, cfg.sut_options()))["devices"][0] == "0,1"
+    assert _plan_groups(args, cfg, load_stack(cfg.sut, cfg.sut_options())).devices[0] == "0,1"
 
 
 def _alive_with(text: str) -> list[int]:

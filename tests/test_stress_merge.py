@@ -13,22 +13,23 @@ import os
 
 import pytest
 
+from harness.case.spec import CaseSpec, ModelSpec
 from harness.cli import main as harness_main
-from harness.stress.signature import signature
+from harness.fp8.recipe import DelayedScalingRecipe
 
 DETAIL = ("[hygiene] rank 0, model 0: id_bookkeeping.AUTOCAST_TO_FP8_PARAMS[(0, 1)] element holds id {addr} of dead "
           "model.layers[0].weight._data (Tensor uint8[{n}, 8])")
+SIGNATURE = "hygiene: id_bookkeeping.AUTOCAST_TO_FP8_PARAMS holds a dead id"
 
 
 def _case(name, oracle=None, failure=None, addr="0x7f0000001000", n=16):
     detail = DETAIL.format(addr=addr, n=n) if oracle else ""
     return {"name": name, "batch": 0, "index": 0, "outcome": "failed" if oracle else "passed", "oracle": oracle,
             "oracles": [oracle] if oracle else [], "ranks": [0] if oracle else [], "failure": failure,
-            "signature": signature(oracle, detail) if oracle else None, "reuse_events": 2, "models_built": 1,
+            "signature": SIGNATURE if oracle else None, "reuse_events": 2, "models_built": 1,
             "steps_compared": 3, "duration_s": 0.01, "wall_s": 0.02, "started_s": 1.0, "finished_s": 1.02,
             "retention_warnings": 0, "describe": "hybrid", "skip_reason": "", "detail": detail,
-            "spec": {"name": name, "model": {"recipe": {"fp8_format": "HYBRID"}, "scaling": "delayed",
-                                             "construction": "copy"}}}
+            "spec": CaseSpec(name=name, model=ModelSpec(dims=(8, 8), recipe=DelayedScalingRecipe())).to_dict()}
 
 
 def _report(index, count, *, seed=7, sut="emulated-buggy", addr="0x7f0000001000", repro_cases=1, verified=True,
@@ -45,7 +46,7 @@ def _report(index, count, *, seed=7, sut="emulated-buggy", addr="0x7f0000001000"
                          "repro": {"file": "repro-1.json", "kind": "minimal", "cases": repro_cases, "steps": 1,
                                    "models": 1, "layers": 1, "verified": verified,
                                    "command": f"python -m harness run --sut {sut} --case-file repro-1.json"}})
-    return {"format": "harness-stress/1", "seed": seed, "started_at": started, "finished_at": started,
+    return {"format": "harness-stress/2", "seed": seed, "started_at": started, "finished_at": started,
             "complete": complete, "interrupted": None, "error": None,
             "config": {"sut": sut, "sut_options": {}, "launcher": "spawn", "world_size": 2, "seed": seed, "reuse": "natural",
                        "minutes": 1.0,
@@ -85,7 +86,8 @@ def test_failures_differing_only_in_addresses_merge_into_one(tmp_path, capsys):
     code, out, err = _merge(capsys, tmp_path / "merged", *folders)
     assert code == 1, err
     data = _load(tmp_path / "merged")
-    assert data["format"] == "harness-stress/1" and data["complete"] is True and data["warnings"] == []
+    assert data["format"] == "harness-stress/2" and data["complete"] is True and data["warnings"] == []
+    assert data["missing_parts"] == []
     assert data["totals"]["cases"] == 8 and data["totals"]["failing_cases"] == 4
     assert data["totals"]["cases_per_s"] == pytest.approx(6.0)       # side by side: the rates add up
     assert data["totals"]["elapsed_s"] == pytest.approx(13.0)        # the longest part
@@ -129,7 +131,7 @@ def test_a_retried_shard_missing_shards_and_a_killed_one_are_said_and_merged(tmp
     assert "parts 2/4, 3/4 missing" in err
     assert "part 1/4" in err and "did not finish" in err
     data = _load(tmp_path / "m")
-    assert data["complete"] is False and len(data["warnings"]) == 3
+    assert data["complete"] is False and len(data["warnings"]) == 3 and data["missing_parts"] == ["2/4", "3/4"]
     assert data["totals"]["cases"] == 4                       # the retry and the killed shard, not the first try
 
 
@@ -192,3 +194,32 @@ def test_a_merge_of_merges_keeps_one_failure(tmp_path, capsys):
     assert code == 1, err
     [failure] = _load(tmp_path / "all")["failures"]
     assert failure["count"] == 2 and os.path.isfile(tmp_path / "all" / "repro-1.json")
+
+
+def test_complete_parts_in_a_folder_named_missing_merge_complete(tmp_path, capsys):
+    """Completeness comes from the parts missing, not from words in the warnings: a path that
+    says "missing" changes nothing."""
+    for where in ("ok-runs", "missing-runs"):
+        # every part there and complete, one given twice (a retried job): a warning naming folders
+        folders = [_write(tmp_path / where / f"s{i}", _report(i, 2)) for i in range(2)]
+        again = _write(tmp_path / where / "s0-again", _report(0, 2, started="2026-12-03T02:00:00+00:00"))
+        code, _, err = _merge(capsys, tmp_path / where / "merged", *folders, again)
+        assert "given twice" in err
+        assert code == 1, err
+        data = _load(tmp_path / where / "merged")
+        assert data["complete"] is True and data["missing_parts"] == [], where
+    # a warning that does name a missing part still makes it incomplete
+    one = _write(tmp_path / "missing-runs" / "only", _report(0, 2))
+    _merge(capsys, tmp_path / "missing-runs" / "partial", one)
+    assert _load(tmp_path / "missing-runs" / "partial")["complete"] is False
+
+
+def test_a_report_of_the_format_that_read_signatures_from_text_is_refused_in_one_line(tmp_path, capsys):
+    old = _report(1, 2)
+    old["format"] = "harness-stress/1"
+    a, b = _write(tmp_path / "a", _report(0, 2)), _write(tmp_path / "b", old)
+    code, _, err = _merge(capsys, tmp_path / "m", a, b)
+    assert code == 2 and err.count("\n") == 1 and "format harness-stress/1" in err and "read from message text" in err
+    assert not (tmp_path / "m").exists()
+    # the trend still reads it as a night
+    assert harness_main(["report", b]) == 0

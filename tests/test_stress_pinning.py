@@ -11,10 +11,12 @@ import time
 
 import pytest
 
+from harness.oracles.findings import Failure
 from harness.report.model import CaseReport
+from harness.report.stress_failure import Check, FailureRecord
 from harness.runner.config import RunConfig
 from harness.stress.explore import draw_batch
-from harness.stress.shrink import Budget, FailureContext, Shrinker
+from harness.stress.shrink import Budget, FailureContext, Shrink, Shrinker
 
 SEED = 5
 
@@ -38,7 +40,8 @@ class _Group:
             oracle = self.forced.get((last.reuse or "natural"))
         outcome = "failed" if oracle else "passed"
         return [CaseReport(last.name, outcome, oracle, [oracle] if oracle else [], [0] if oracle else [], 0,
-                           f"{oracle} detail" if oracle else "")]
+                           f"{oracle} detail" if oracle else "",
+                           failures=[Failure(oracle, f"{oracle} detail", rank=0)] if oracle else [])]
 
     def close(self):
         pass
@@ -63,12 +66,20 @@ def _shrinker(group) -> Shrinker:
 
 
 def _context(batch, index, oracle, prefix_len=0) -> FailureContext:
-    return FailureContext({"n": 1, "oracle": oracle}, batch, SEED, 60, index, index - prefix_len)
+    # a failure without a signature of its own (its signature is its oracle): matched by its oracle
+    failure = FailureRecord(n=1, oracle=oracle, signature=oracle, first_case=batch[index].name, found_s=0.0,
+                            detail="", original=None)
+    return FailureContext(failure, batch, SEED, 60, index, index - prefix_len)
 
 
 def _shrink_at(group, batch, index, oracle, prefix_len=0):
+    """The shrink's minimal case, the preceding cases kept, and what it says (as plain data)."""
     ctx = _context(batch, index, oracle, prefix_len)
-    return _shrinker(group)._shrink(ctx, batch[index], batch[index - prefix_len:index], oracle, time.monotonic() + 30)
+    minimal, kept, info, pin = Shrink(_shrinker(group), ctx, time.monotonic() + 30).run()
+    said = {k: v for k, v in info.to_dict().items() if v is not None}
+    if pin is not None:
+        said["reuse_pinned"] = pin
+    return minimal, kept, said
 
 
 def _shrink(group, oracle, prefix_len=0):
@@ -181,17 +192,16 @@ def test_the_repro_check_falls_back_from_the_pinned_form_to_the_one_found(tmp_pa
             reuse = json.load(fh)[-1]["reuse"]
         checked.append(reuse)
         ok = reuse == target.reuse     # the pinned form does not reproduce, the one found does
-        return {"reproduced": ok, "exit_code": 1 if ok else 0, "oracle": oracle if ok else None,
-                "timed_out": False, "seconds": 0.1, "output_tail": ""}
+        return Check(reproduced=ok, exit_code=1 if ok else 0, oracle=oracle if ok else None, seconds=0.1)
 
     monkeypatch.setattr(shrink, "verify", verify)
     result = shrinker.reproduce(_context(batch, index, "hygiene"), str(tmp_path / "repro-1.json"))
     # the pinned form forces reuse: one run; the form found relies on natural reuse: three
     assert checked == ["symmetric"] + [target.reuse] * 3
-    assert [a["reuse_pinned"] for a in result["attempts"]] == ["symmetric", None]
-    assert [(a["runs"], a["reproduced_runs"]) for a in result["attempts"]] == [(1, 0), (3, 3)]
-    assert result["verified"] and result["reuse_pinned"] is None and result["kind"] == "unshrunk"
-    assert result["spec"]["reuse"] == target.reuse
+    assert [a.reuse_pinned for a in result.attempts] == ["symmetric", None]
+    assert [(a.runs, a.reproduced_runs) for a in result.attempts] == [(1, 0), (3, 3)]
+    assert result.verified and result.reuse_pinned is None and result.kind == "unshrunk"
+    assert result.spec.reuse == target.reuse
 
 
 def test_a_natural_reuse_repro_that_fails_only_now_and_then_does_not_count_as_reproduced(tmp_path, monkeypatch):
@@ -204,12 +214,11 @@ def test_a_natural_reuse_repro_that_fails_only_now_and_then_does_not_count_as_re
 
     def verify(argv, case_name, oracle, timeout_s, wanted=None):
         ok = outcomes.pop(0) if outcomes else False
-        return {"reproduced": ok, "exit_code": 1, "oracle": oracle if ok else "cross-rank", "timed_out": False,
-                "seconds": 0.1, "output_tail": ""}
+        return Check(reproduced=ok, exit_code=1, oracle=oracle if ok else "cross-rank", seconds=0.1)
 
     monkeypatch.setattr(shrink, "verify", verify)
     result = shrinker.reproduce(_context(batch, index, "hygiene"), str(tmp_path / "repro-1.json"))
-    assert result["verified"] is False and result["reuse_pinned"] is None
+    assert result.verified is False and result.reuse_pinned is None
     # the case as found: its second run missed, which ended the check; then the batch replay
-    assert [(a["kind"], a["runs"], a["reproduced_runs"]) for a in result["attempts"]] == [
+    assert [(a.kind, a.runs, a.reproduced_runs) for a in result.attempts] == [
         ("unshrunk", 2, 1), ("batch replay", 1, 0)]

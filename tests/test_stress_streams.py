@@ -13,8 +13,7 @@ import pytest
 from harness.errors import UsageError
 from harness.stress.explore import canonical, draw
 from harness.stress.groups import auto_groups, gpu_sets, parse_groups, split_cases, stack_gpus
-from harness.stress.session import batch_cases
-from harness.stress.signature import same_failure, signature
+from harness.stress.batch import batch_cases
 from harness.stress.streams import Stream, group_stream, parse_shard
 from harness.stacks.capabilities import UNDECLARED
 
@@ -98,66 +97,6 @@ def test_a_batch_is_the_same_whatever_its_size():
     assert a != batch_cases(SEED, 8, 15, UNDECLARED, 2)[1]
 
 
-# --- the failure signature ----------------------------------------------------------------------
-HYGIENE = ("[hygiene] rank 0, model 0: id_bookkeeping.AUTOCAST_TO_FP8_PARAMS[((('fp8_format', 'E4M3'), ('margin', 2)), "
-           "(0, 1))] element holds id 0x7f37b9d3bf20 of dead model.layers[0].weight._data (Tensor uint8[64, 24])\n"
-           "[hygiene] rank 1, model 0: id_bookkeeping.FP8_PARAM_TO_AUTOCAST key holds id 0x7f37b9d3b110 of dead x")
-CROSS = ("[cross-rank] rank 0: CollectiveMismatch: registries differ between ranks before collective #42 (they agreed "
-         "at collective #41 at harness/stacks/emulated/amax_buffers.py:43 reduce_and_update <- x.py:3 f):\n"
-         "  id_bookkeeping.AUTOCAST_TO_FP8_PARAMS: rank 0: 4 keys, 8 entries (shape digest 1b0d78cae554); rank 1: 4 keys\n"
-         "  rank 0: all_reduce MAX float32[6] at harness/stacks/emulated/amax_buffers.py:43 reduce_and_update <- a.py:1 g\n"
-         "  rank 1: all_reduce MAX float32[6] at harness/stacks/emulated/amax_buffers.py:43 reduce_and_update <- a.py:1 g")
-
-
-def test_signature_blanks_addresses_ids_sizes_and_names():
-    moved = HYGIENE.replace("0x7f37b9d3bf20", "0x55aa00112233").replace("[64, 24]", "[8, 8]").replace("E4M3", "E5M2")
-    assert signature("hygiene", moved) == signature("hygiene", HYGIENE)
-    assert signature("hygiene", HYGIENE) == "hygiene: id_bookkeeping.AUTOCAST_TO_FP8_PARAMS holds a dead id"
-    other = CROSS.replace("#42", "#7").replace("#41", "#6").replace("float32[6]", "float32[2]").replace(
-        "1b0d78cae554", "a07bb2557b38").replace(":43", ":44")
-    assert signature("cross-rank", other) == signature("cross-rank", CROSS)
-    assert "amax_buffers.py reduce_and_update" in signature("cross-rank", CROSS)
-    named = "[error] rank 1: ValueError: case stress/b004/c017 broke at step 3"
-    assert signature("error", named) == signature("error", named.replace("b004/c017", "b100/c002").replace("3", "5"))
-    mine = "[error] rank 1: ValueError: case my/own-case broke"
-    assert signature("error", mine, ["my/own-case"]) == signature("error", mine.replace("my/own", "x/y"), ["x/y-case"])
-
-
-def test_signature_tells_registries_call_sites_and_oracles_apart():
-    assert signature("hygiene", HYGIENE) != signature("hygiene", HYGIENE.replace("AUTOCAST_TO_FP8_PARAMS", "OTHER", 1))
-    elsewhere = CROSS.replace("amax_buffers.py:43 reduce_and_update <- a.py", "ub.py:9 exchange <- a.py")
-    assert signature("cross-rank", elsewhere) != signature("cross-rank", CROSS)
-    assert signature("isolation", CROSS) != signature("cross-rank", CROSS)
-    alive = "[hygiene] rank 0: Model is still alive (held by mod.LAST_MODEL -> Model)"
-    assert signature("hygiene", alive) != signature("hygiene", HYGIENE)
-    assert signature("hygiene", alive) == signature("hygiene", alive.replace("rank 0", "rank 1"))
-
-
-def test_a_failure_of_the_run_alone_is_that_failure_and_a_real_isolation_difference_is_not():
-    # The buggy stack's cross-rank failure at its amax reduction, fired inside the isolated run:
-    # the same bug as when it fires in the shared run, so the same failure.
-    alone = ("[isolation] rank 0: the isolated run of this case failed by itself, so it cannot be compared: "
-             + CROSS.replace("#42", "#25").replace("#41", "#24"))
-    assert signature("isolation", alone) == signature("cross-rank", CROSS)
-    assert signature("isolation", alone).startswith("cross-rank: CollectiveMismatch: registries differ")
-    elsewhere = alone.replace("amax_buffers.py:43 reduce_and_update <- a.py", "ub.py:9 exchange <- a.py")
-    assert signature("isolation", elsewhere) != signature("cross-rank", CROSS)
-    differs = ("[isolation] rank 0: collective sequence differs from the isolated run at reduction point 2 "
-               "(36 points after other cases, 42 alone)")
-    assert signature("isolation", differs).startswith("isolation: collective sequence differs")
-    # the repro's check and the shrinker take the same failure by its signature
-    wanted = signature("isolation", alone)
-    assert same_failure("cross-rank", CROSS, "my/case", "isolation", wanted)
-    assert same_failure("isolation", alone, "my/case", "isolation", wanted)
-    assert not same_failure("cross-rank", CROSS.replace("amax_buffers.py:43 reduce_and_update <- a.py",
-                                                        "ub.py:9 exchange <- a.py"), "my/case", "isolation", wanted)
-    assert not same_failure("hygiene", HYGIENE, "my/case", "isolation", wanted)
-    assert not same_failure(None, "", "my/case", "isolation", wanted)
-    # a failure without a signature of its own is matched by its oracle
-    assert same_failure("hygiene", "anything", "my/case", "hygiene", None)
-    assert not same_failure("error", "anything", "my/case", "hygiene", "hygiene")
-
-
 # --- groups and GPUs ----------------------------------------------------------------------------
 def test_groups_parse():
     assert parse_groups("auto") == "auto" and parse_groups("3") == 3
@@ -205,55 +144,23 @@ def test_auto_groups_and_case_split():
 
 
 def test_the_progress_line_counts_every_group_and_each_failure_once(tmp_path):
-    from harness.stress.groups import combined_totals, read_header
+    from harness.report.stress_failure import FailureRecord
+    from harness.report.stress_model import StressConfig, StressReport, Totals
+    from harness.stress.groups import combined_totals, read_totals
     from harness.stress.record import StressRecord
 
-    record = StressRecord({"sut": "emulated-buggy", "capabilities": {}}, str(tmp_path))
-    path = tmp_path / "stress.json"
-    path.write_text(record.json_text())
-    header = read_header(str(path))
-    assert header["totals"]["cases"] == 0 and "cases" not in header
-    a = {"totals": {"cases": 5, "failing_cases": 2, "reuse_events": 7},
-         "failures": [{"oracle": "hygiene", "signature": "hygiene: R holds a dead id"}]}
-    b = {"totals": {"cases": 4, "failing_cases": 1, "reuse_events": 1},
-         "failures": [{"oracle": "hygiene", "signature": "hygiene: R holds a dead id"},
-                      {"oracle": "cross-rank", "signature": "cross-rank: X @ f.py g"}]}
-    assert combined_totals([a, b]) == {"cases": 9, "failing_cases": 3, "failures": 2, "reuse_events": 8}
-    assert read_header(str(tmp_path / "missing.json")) is None
+    record = StressRecord(StressConfig("emulated-buggy", "inproc", 1, 1, "natural"), str(tmp_path))
+    record.write_json()
+    assert read_totals(str(tmp_path / "stress.json")).totals.cases == 0
+    assert read_totals(str(tmp_path / "missing.json")) is None
 
+    def part(cases, failing, reuse, signatures):
+        failures = tuple(FailureRecord(n=i + 1, oracle=s.split(":")[0], signature=s, first_case="c", found_s=0.0,
+                                       detail="", original=None) for i, s in enumerate(signatures))
+        return StressReport(config=record.config, started_at="", failures=failures,
+                            totals=Totals(cases=cases, failing_cases=failing, reuse_events=reuse))
 
-# A cross-rank failure as a rank reports it: where the ranks last agreed (a gradient sum), what
-# differs, the collective each rank then issued (the amax reduction: where it failed), its traceback.
-AGREED_AT_SUM = (
-    "CollectiveMismatch: registries differ between ranks before collective #16 (they agreed at collective #15 at "
-    "harness/stacks/data_parallel.py:22 sum_in_rank_order <- harness/stacks/emulated/model.py:45 sync_gradients <- "
-    "harness/stacks/emulated/model.py:53 sgd_step <- harness/stacks/emulated/stack.py:84 optimizer_step):\n"
-    "  id_bookkeeping.AUTOCAST_TO_FP8_PARAMS: rank 0: 1 keys, 12 entries (shape digest c1fe5a85eea7); rank 1: 1 keys, "
-    "11 entries (shape digest 9c17165444ab)\n"
-    "  id_bookkeeping.FP8_PARAM_TO_AUTOCAST: rank 0: 12 keys, 24 entries (shape digest 56d47c9805be); rank 1: 11 keys, "
-    "22 entries (shape digest 3b5738ac8f29)\n"
-    + "".join(f"  rank {r}: all_reduce MAX float32[24] at harness/stacks/emulated/amax_buffers.py:43 reduce_and_update "
-              f"<- harness/stacks/emulated/autocast.py:38 fp8_autocast <- harness/stacks/emulated/model.py:29 "
-              f"forward_backward\n" for r in (0, 1))
-    + '  File "harness/stacks/emulated/amax_buffers.py", line 43, in reduce_and_update\n'
-      "    dist.all_reduce(contiguous_amax, op=dist.ReduceOp.MAX, group=group)")
-
-
-def test_a_cross_rank_failure_passed_on_by_isolation_keeps_where_it_failed():
-    # The isolation oracle passes on the run alone's failure; the finding, read as a stress
-    # failure, is the failure that fires in a shared run: the collective the ranks issued
-    # (reduce_and_update), not where they last agreed (sum_in_rank_order). Cut at 600
-    # characters, it lost those lines and read as another failure.
-    from harness.oracles.findings import Failure
-    from harness.oracles.isolation import compare_runs
-    from harness.runner.rank.result import RankResult
-
-    shared = RankResult(case="c", rank=0)
-    alone = RankResult(case="c", rank=0)
-    alone.failures = [Failure("cross-rank", AGREED_AT_SUM, rank=0)]
-    (line,) = compare_runs(shared, alone)
-    assert "Traceback" not in line and 'File "' not in line
-    finding = "[isolation] rank 0: " + line
-    in_shared_run = "[cross-rank] rank 0: " + AGREED_AT_SUM
-    assert signature("isolation", finding) == signature("cross-rank", in_shared_run)
-    assert signature("isolation", finding).endswith("@ harness/stacks/emulated/amax_buffers.py reduce_and_update")
+    a = part(5, 2, 7, ["hygiene: R holds a dead id"])
+    b = part(4, 1, 1, ["hygiene: R holds a dead id", "cross-rank: X @ f.py g"])
+    t = combined_totals([a, b])
+    assert (t.cases, t.failing_cases, t.failures, t.reuse_events) == (9, 3, 2, 8)

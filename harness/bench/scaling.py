@@ -36,6 +36,7 @@ import time
 
 from harness.errors import OneLineParser, UsageError, exit_from
 from harness.files import write_atomic
+from harness.report.stress_file import read_report
 
 TARGET = 0.8            # cases/s with N groups at least TARGET * N * the one-group figure
 SLACK_S = 150.0         # beyond the budget: group start, a late case, the merge and its plots
@@ -282,16 +283,14 @@ def main(argv=None) -> int:
             if done.returncode in (124, 137):
                 run["note"] = "timed out"
             try:
-                with open(os.path.join(out, "stress.json")) as fh:
-                    report = json.load(fh)
-                run["cases"] = report["totals"]["cases"]
-                run["cases_per_s"] = report["totals"]["cases_per_s"]
-                run["cases_per_s_after_startup"] = rate_after_startup(report.get("batches") or [], n)
-                run.update(case_times(report.get("cases") or []))
-                report.pop("cases", None)
-                write_atomic(os.path.join(args.out, f"stress-g{n}.json"), json.dumps(report, indent=1))
-            except (OSError, ValueError, KeyError) as exc:
-                run["note"] = f"no report: {type(exc).__name__}: {exc}"
+                report = read_report(out)
+                run["cases"] = report.totals.cases
+                run["cases_per_s"] = report.totals.cases_per_s
+                run["cases_per_s_after_startup"] = rate_after_startup([b.to_dict() for b in report.batches], n)
+                run.update(case_times([c.to_dict() for c in report.cases]))
+                write_atomic(os.path.join(args.out, f"stress-g{n}.json"), json.dumps(report.header(), indent=1))
+            except UsageError as exc:
+                run["note"] = f"no report: {exc}"
             _save(args.out, runs, meta, ncores)
     finally:
         meta["load_end"] = round(os.getloadavg()[0], 2)

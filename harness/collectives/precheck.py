@@ -30,7 +30,7 @@ import json
 from harness.collectives.entry import describe, during, shape_signature
 from harness.collectives.exchange import ExchangeTimeout, PeerGone, StoreExchange
 from harness.collectives.registry_digest import registry_divergence, registry_summary
-from harness.errors import DeadlineExceeded, HarnessError
+from harness.errors import DeadlineExceeded, HarnessError, site_of
 
 _POINT_TO_POINT = ("send", "recv")
 
@@ -105,15 +105,18 @@ class CollectivePrecheck:
                                        self.deadline_s, where) from None
             except PeerGone:
                 raise PeerLeftCase(f"rank {peer} is gone (its process ended) while rank {self.rank} waited for "
-                                   f"it at collective #{k} {describe(mine)}") from None
+                                   f"it at collective #{k} {describe(mine)}").identify(
+                    "a peer is gone", site_of(where), entry["op"]) from None
             if "end" in theirs and theirs.get("failed"):
                 raise PeerLeftCase(f"rank {peer} left the case on an error after {theirs['end']} collectives, "
-                                   f"while rank {self.rank} waited for it at collective #{k} {describe(mine)}")
+                                   f"while rank {self.rank} waited for it at collective #{k} {describe(mine)}"
+                                   ).identify("a peer left the case on an error", site_of(where), entry["op"])
             if "end" in theirs:
                 raise CollectiveMismatch(
                     f"rank {self.rank} issues collective #{k} {describe(mine, entry['sites'][:4])}{during(entry)}, "
                     f"but rank {peer} "
-                    f"ended the case after {theirs['end']} collectives: rank {self.rank} has an extra collective")
+                    f"ended the case after {theirs['end']} collectives: rank {self.rank} has an extra collective"
+                ).identify("a rank has an extra collective", site_of(where), entry["op"])
             diverged = registry_divergence(regs, theirs.get("regs"), self.rank, peer)
             if diverged:
                 agreed = (f"they agreed at collective #{self.agreed[0]} at {' <- '.join(self.agreed[1]) or '?'}"
@@ -121,10 +124,12 @@ class CollectivePrecheck:
                 raise CollectiveMismatch(
                     f"registries differ between ranks before collective #{k} ({agreed}):\n  "
                     + "\n  ".join(diverged) + f"\n  rank {self.rank}: {describe(mine, entry['sites'][:4])}{during(entry)}"
-                    f"\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}{during(theirs)}")
+                    f"\n  rank {peer}: {describe(theirs['sig'], theirs['sites'])}{during(theirs)}"
+                ).identify("registries differ between ranks before a collective", site_of(where), entry["op"])
             if theirs["sig"] != mine:
                 raise CollectiveMismatch(
                     f"collective #{k} differs between ranks:\n  rank {self.rank}: "
                     f"{describe(mine, entry['sites'][:4])}{during(entry)}\n  "
-                    f"rank {peer}: {describe(theirs['sig'], theirs['sites'])}{during(theirs)}")
+                    f"rank {peer}: {describe(theirs['sig'], theirs['sites'])}{during(theirs)}"
+                ).identify("a collective differs between ranks", site_of(where), entry["op"])
         self.agreed = (k, entry["sites"][:4])

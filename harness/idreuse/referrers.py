@@ -22,6 +22,7 @@ Standard library only.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import sys
 import types
@@ -182,7 +183,21 @@ def frozen_referrers() -> FrozenReferrers:
     return index
 
 
+@dataclasses.dataclass(frozen=True)
+class Chain:
+    """A chain of references: ``root`` (the module global or class that starts it) and its text."""
+
+    root: str
+    text: str
+
+
 def referrer_chain(obj: Any, ignore: tuple = (), frozen: FrozenReferrers | None = None) -> str | None:
+    """The text of :func:`find_chain`'s chain, or None."""
+    chain = find_chain(obj, ignore, frozen)
+    return chain.text if chain is not None else None
+
+
+def find_chain(obj: Any, ignore: tuple = (), frozen: FrozenReferrers | None = None) -> Chain | None:
     """The shortest chain from a module global or class attribute to ``obj``, or None when none
     is found within :data:`MAX_DEPTH` steps (a local variable of a running function, since
     Python 3.11 frames are not seen by the collector, or a reference held by C code).
@@ -214,10 +229,12 @@ def referrer_chain(obj: Any, ignore: tuple = (), frozen: FrozenReferrers | None 
                 continue
             if id(ref) in modules:
                 key = next((k for k, v in ref.items() if v is node), "?")
-                return _render(f"{modules[id(ref)]}.{key}", None, _path(node, toward), obj)
+                root = f"{modules[id(ref)]}.{key}"
+                return Chain(root, _render(root, None, _path(node, toward), obj))
             if isinstance(ref, type):
                 if _namespace(ref) is node:   # a class attribute: the class is the root
-                    return _render(f"{ref.__module__}.{ref.__qualname__}", ref, _path(node, toward), obj)
+                    root = f"{ref.__module__}.{ref.__qualname__}"
+                    return Chain(root, _render(root, ref, _path(node, toward), obj))
                 continue
             nodes[id(ref)] = ref
             toward[id(ref)] = node

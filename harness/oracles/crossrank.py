@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from harness.collectives.entry import format_entry, signature
 from harness.collectives.registry_digest import registry_divergence
+from harness.errors import site_of
+from harness.oracles.findings import Failure, Oracle
 
 
 def ledger_truncated(ledgers: dict[int, list[dict]]) -> bool:
@@ -35,6 +37,21 @@ def first_divergence(ledgers: dict[int, list[dict]]) -> str | None:
             lines.append(f"  collectives issued in this case: {counts}")
             return "\n".join(lines)
     return None
+
+
+def divergence_failure(ledgers: dict[int, list[dict]]) -> Failure | None:
+    """The first divergent collective as a failure: ``liveness`` when a ledger merely stops early
+    (it belongs to the rank that died or hung), else ``cross-rank``; its identity is the first
+    rank's collective there (its op and innermost call site). None when the ledgers match."""
+    text = first_divergence(ledgers)
+    if text is None:
+        return None
+    k = next(k for k in range(max(len(v) for v in ledgers.values()))
+             if len({signature(v[k]) if k < len(v) else None for v in ledgers.values()}) > 1)
+    entry = next((ledgers[r][k] for r in sorted(ledgers) if k < len(ledgers[r])), None)
+    site = site_of(entry["sites"][0]) if entry and entry["sites"] else None
+    return Failure(Oracle.LIVENESS if ledger_truncated(ledgers) else Oracle.CROSS_RANK, text,
+                   kind="first divergent collective", site=site, collective=entry["op"] if entry else None)
 
 
 def drift_at_start(summaries: dict[int, dict]) -> list[str]:

@@ -1,4 +1,13 @@
-"""A failure as plain data: which oracle, on which rank, at which step, what exactly."""
+"""A failure as plain data: which oracle, on which rank, at which step, what exactly.
+
+A failure has two halves. Its identity is fields, set by the oracle that found it: ``kind``
+(what went wrong, in words that stay the same from case to case), and where that applies the
+``registry`` that holds a dead id, the ``site`` (``file.py function``, line numbers left out)
+where it happened, the ``collective`` issued there, the ``holder`` that keeps a dead object
+alive, and ``passed_on`` (an isolation finding that only passes on the run alone's own failure:
+that failure's oracle, its identity copied). Two failures with the same identity are one failure
+(:mod:`harness.stress.signature`). Its ``detail`` is for people: it may be reworded at will.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +41,14 @@ PRECEDENCE = tuple(o.value for o in Oracle)
 COMMUNICATION = frozenset({Oracle.CROSS_RANK, Oracle.LIVENESS, Oracle.ERROR})
 
 
+# Kinds that code branches on (every other kind is only compared).
+BROKE_GROUP = "the isolated run broke its group"      # the runner restarts the group after it
+HOLDS_DEAD_ID = "holds a dead id"
+SURVIVOR = "survivor"
+REFERENCE_DIFFERS = "differs from the reference"
+ISOLATED_RUN_FAILED = "the isolated run gave no result"
+
+
 @dataclasses.dataclass
 class Failure:
     oracle: str
@@ -40,6 +57,13 @@ class Failure:
     step: int | None = None
     model: int | None = None
     left_by: str | None = None      # the case before, where this case inherited what failed from it
+    # identity (see the module docstring)
+    kind: str = ""
+    registry: str | None = None
+    site: str | None = None
+    collective: str | None = None
+    holder: str | None = None
+    passed_on: str | None = None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -24,7 +24,7 @@ import dataclasses
 import gc
 
 from harness.idreuse.containers import discover_containers, place, registry_ints, stack_modules
-from harness.idreuse.referrers import frozen_referrers, referrer_chain
+from harness.idreuse.referrers import find_chain, frozen_referrers
 from harness.idreuse.tracker import TrackedObject
 
 
@@ -104,12 +104,30 @@ class EntryOrigins:
         self._changed_in.clear()
 
 
+@dataclasses.dataclass(frozen=True)
+class StaleEntry:
+    """A dead object's id found in a container: the line for people, and the container's name
+    (the failure's identity)."""
+
+    line: str
+    registry: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Survivor:
+    """A model object still alive: the line for people, and what holds it (the root of the chain
+    of references: a module global or class attribute; ``unreferenced`` when none was found)."""
+
+    line: str
+    holder: str
+
+
 @dataclasses.dataclass
 class Scan:
-    """A hygiene scan's lines: ``failures`` charged to this case, ``notes`` about entries an
+    """A hygiene scan's findings: ``failures`` charged to this case, ``notes`` about entries an
     earlier case stored (and was charged with)."""
 
-    failures: list[str] = dataclasses.field(default_factory=list)
+    failures: list[StaleEntry] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -140,14 +158,16 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
                                   f"model {origin.model} (that case's finding), is now also the id of dead "
                                   f"{dead[value]} of model {model}")
             elif origin.model == model and origin.stored_for in (None, dead[value]):
-                scan.failures.append(f"{text} of dead {dead[value]}, stored in case {case}, model {model}{suffix}")
+                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}, stored in case {case}, model {model}"
+                                                f"{suffix}", name))
             else:
-                scan.failures.append(f"{text} of dead {dead[value]}, stored for {origin.stored_for or 'an object'} "
-                                     f"in case {origin.case}, model {origin.model}{suffix}")
+                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}, stored for "
+                                                f"{origin.stored_for or 'an object'} in case {origin.case}, model "
+                                                f"{origin.model}{suffix}", name))
     return scan
 
 
-def survivors(objects: list[TrackedObject], parked_ids: set[int]) -> list[str]:
+def survivors(objects: list[TrackedObject], parked_ids: set[int]) -> list[Survivor]:
     """Model objects still alive after the model was deleted and collected, each with the chain of
     references from a module global or class attribute that keeps it alive (also where the
     runner's ``gc.freeze`` hid the module's dict from the collector's referrer search)."""
@@ -160,13 +180,15 @@ def survivors(objects: list[TrackedObject], parked_ids: set[int]) -> list[str]:
         if obj is None:
             continue
         frozen = frozen if frozen is not None else frozen_referrers()   # once, and only for a survivor
-        chain = referrer_chain(obj, ignore=(objects, lines), frozen=frozen)
+        chain = find_chain(obj, ignore=(objects, lines), frozen=frozen)
         if chain is None:
             holders = [type(r).__name__ for r in gc.get_referrers(obj) if not isinstance(r, type(lines))][:3]
             held = (f"referenced by {', '.join(holders) or 'something'}, not reachable from a module global "
                     f"or class attribute")
+            root = "unreferenced"
         else:
-            held = f"held by {chain}"
-        lines.append(f"{o.desc} is still alive ({held})")
+            held = f"held by {chain.text}"
+            root = chain.root
+        lines.append(Survivor(f"{o.desc} is still alive ({held})", root))
         del obj
     return lines

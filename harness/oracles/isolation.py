@@ -17,6 +17,7 @@ a call site the isolated run does not reach at that position fails the oracle.
 from __future__ import annotations
 
 from harness.collectives.entry import format_entry, signature
+from harness.errors import site_of
 from harness.oracles.findings import Failure, Oracle
 
 # The run alone's own findings that stand for themselves in the case's verdict: what a consumer
@@ -51,26 +52,28 @@ def alone_findings(alone) -> list[Failure]:
             continue
         d = f.to_dict() if hasattr(f, "to_dict") else dict(f)
         out.append(Failure(Oracle(oracle), ALONE + d["detail"], rank=d.get("rank"), step=d.get("step"),
-                           model=d.get("model")))
+                           model=d.get("model"), **dict(_identity(d), kind=f"in the run alone: {d.get('kind', '')}")))
     return out
 
 
-def _against_reference(run) -> str:
-    """How one run stands against the reference: its first reference finding, or that it agrees."""
+def _identity(d: dict) -> dict:
+    """The identity fields of a failure given as plain data."""
+    return {k: d.get(k) for k in ("kind", "registry", "site", "collective", "holder")}
+
+
+def _against_reference(run) -> tuple[str, str]:
+    """How one run stands against the reference: ``(agrees | disagrees | not checked, the words)``."""
     first = next((f for f in run.failures if _oracle(f) == Oracle.REFERENCE), None)
     if first is not None:
-        return f"disagrees with the reference ({_line(first)[:300]})"
+        return "disagrees", f"disagrees with the reference ({_line(first)[:300]})"
     if run.steps_compared:
-        return f"agrees with the reference ({run.steps_compared} steps compared)"
-    return "was not checked against the reference"
+        return "agrees", f"agrees with the reference ({run.steps_compared} steps compared)"
+    return "not checked", "was not checked against the reference"
 
 
 def passed_on(f) -> str:
-    """The run alone's failure as an isolation finding passes it on: its lines up to its traceback,
-    at most :data:`PASSED_ON_CHARS`. A cross-rank failure's lines name the collective each rank
-    issued after the one where they last agreed, and that is where the failure is
-    (``harness/stress/signature.py``): cut short, a failure that fired in the run alone would
-    read as another failure than the same one fired in a shared run."""
+    """The run alone's failure as an isolation finding shows it to people: its lines up to its
+    traceback, at most :data:`PASSED_ON_CHARS` (its identity travels in the finding's fields)."""
     kept = []
     for line in _line(f).splitlines():
         if line.lstrip().startswith(("Traceback (most recent call last)", 'File "')):
@@ -81,8 +84,8 @@ def passed_on(f) -> str:
 
 def which_disagrees(shared, alone) -> str:
     """Which of two runs whose digests differ is wrong, by the reference both were checked against."""
-    return (f"the run after other cases {_against_reference(shared)}; "
-            f"the run alone {_against_reference(alone)}")
+    return (f"the run after other cases {_against_reference(shared)[1]}; "
+            f"the run alone {_against_reference(alone)[1]}")
 
 
 def _collapsed(entries: list[dict]) -> tuple[list, list]:
@@ -98,27 +101,46 @@ def _collapsed(entries: list[dict]) -> tuple[list, list]:
 
 def compare_runs(shared, alone) -> list[str]:
     """Lines describing how the shared run differs from the isolated run (empty when equal)."""
-    lines = []
+    return [f.detail for f in isolation_failures(shared, alone)]
+
+
+def isolation_failures(shared, alone, rank: int | None = None) -> list[Failure]:
+    """How rank ``rank``'s shared run differs from its isolated run, as isolation failures with
+    their identity (empty when equal)."""
     # An isolated run that did not complete (it crashed, hung or diverged, or its process could
     # not run it: the "isolation" finding a rank sends in place of a result) cannot be compared;
     # one that completed with findings of its own (hygiene, say) still can.
     broken = [f for f in alone.failures if _oracle(f) in ALONE_BROKEN]
     own = [f for f in broken if _oracle(f) in ALONE_OWN]
     if own:      # a finding of the case in its own right (alone_findings); what followed from it is not
-        return [f"the isolated run of this case failed by itself ({_oracle(own[0])}, reported on its own line), "
-                f"so it cannot be compared"]
+        return [Failure(Oracle.ISOLATION, f"the isolated run of this case failed by itself ({_oracle(own[0])}, "
+                                          f"reported on its own line), so it cannot be compared", rank=rank,
+                        kind="the isolated run failed by itself, its finding reported on its own")]
     if broken:
-        return [FAILED_ALONE + passed_on(broken[0])]
+        first = broken[0]
+        d = first.to_dict() if hasattr(first, "to_dict") else dict(first)
+        # The run alone's own failure: this finding has its identity (harness.stress.signature).
+        return [Failure(Oracle.ISOLATION, FAILED_ALONE + passed_on(first), rank=rank, passed_on=str(_oracle(first)),
+                        **_identity(d))]
+    failures = []
     a_seq, a_entries = _collapsed(alone.collectives)
     s_seq, s_entries = _collapsed(shared.collectives)
     if a_seq != s_seq:
         k = next((i for i, (x, y) in enumerate(zip(s_seq, a_seq)) if x != y), min(len(s_seq), len(a_seq)))
         s_e = s_entries[k] if k < len(s_entries) else None
         a_e = a_entries[k] if k < len(a_entries) else None
-        lines.append(f"collective sequence differs from the isolated run at reduction point {k} "
-                     f"({len(s_seq)} points after other cases, {len(a_seq)} alone): "
-                     f"after other cases {format_entry(s_e)}; alone {format_entry(a_e)}")
+        where = s_e or a_e
+        failures.append(Failure(
+            Oracle.ISOLATION, f"collective sequence differs from the isolated run at reduction point {k} "
+                              f"({len(s_seq)} points after other cases, {len(a_seq)} alone): "
+                              f"after other cases {format_entry(s_e)}; alone {format_entry(a_e)}", rank=rank,
+            kind="collective sequence differs from the isolated run",
+            site=site_of(where["sites"][0]) if where and where["sites"] else None,
+            collective=where["op"] if where else None))
     if shared.digest != alone.digest:
-        lines.append(f"result digest {shared.digest[:16]} after other cases differs from {alone.digest[:16]} alone: "
-                     f"{which_disagrees(shared, alone)}")
-    return lines
+        states = f"after other cases {_against_reference(shared)[0]}, alone {_against_reference(alone)[0]}"
+        failures.append(Failure(
+            Oracle.ISOLATION, f"result digest {shared.digest[:16]} after other cases differs from {alone.digest[:16]} "
+                              f"alone: {which_disagrees(shared, alone)}", rank=rank,
+            kind=f"result digest differs from the isolated run (against the reference: {states})"))
+    return failures

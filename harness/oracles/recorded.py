@@ -27,7 +27,7 @@ import torch
 
 from harness.fp8.digest import flat_bytes, sha1_of, token
 from harness.fp8.state import RoleState
-from harness.oracles.findings import Failure, Oracle
+from harness.oracles.findings import REFERENCE_DIFFERS, Failure, Oracle
 from harness.oracles.reference import FINAL_FIELDS, STEP_FIELDS, final_mismatch, output_order, step_mismatch
 
 _STATE, _OUTPUT, _FINAL = "s", "o", "f"
@@ -223,7 +223,8 @@ def check_recorded(result, expectation: CaseExpectation) -> None:
         records = Records(result.states)
     except Exception as exc:      # records that do not parse are a finding, never a pass
         result.failures.append(Failure(Oracle.ERROR, f"the records of this rank's FP8 state cannot be read: "
-                                                     f"{type(exc).__name__}: {exc}", rank=rank))
+                                                     f"{type(exc).__name__}: {exc}", rank=rank,
+                                       kind="the records of FP8 state cannot be read"))
         return
     first = not any(f.oracle == Oracle.REFERENCE for f in result.failures)
     compared = 0
@@ -235,13 +236,14 @@ def check_recorded(result, expectation: CaseExpectation) -> None:
             mismatch = step_mismatch(expected, t, got[_STATE], got[_OUTPUT])
             compared += 1
             if mismatch and first:
-                result.failures.append(Failure(Oracle.REFERENCE, mismatch, rank=rank, step=t, model=m))
+                result.failures.append(Failure(Oracle.REFERENCE, mismatch, rank=rank, step=t, model=m,
+                                               kind=REFERENCE_DIFFERS))
                 first = False
         if m in records.finals:
             mismatch = final_mismatch(expected, records.finals[m])
             if mismatch and first:
                 result.failures.append(Failure(Oracle.REFERENCE, mismatch, rank=rank, step=expectation.case.steps,
-                                               model=m))
+                                               model=m, kind=REFERENCE_DIFFERS))
                 first = False
     result.steps_compared += compared
 

@@ -13,7 +13,9 @@ import io
 import math
 import os
 
-from harness.report.model import PRECEDENCE, write_atomic
+from harness.files import write_atomic
+from harness.report.model import PRECEDENCE
+from harness.report.stress_model import StressReport
 
 # One colour per oracle, the same on every plot and page.
 ORACLE_COLOURS = {
@@ -41,14 +43,14 @@ def _integer_ticks(axis) -> None:
     axis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _shade_pauses(ax, data: dict) -> None:
+def _shade_pauses(ax, data: StressReport) -> None:
     """Shade the time between batches (shrinking failures, checking repros, drawing reports)."""
-    batches = data.get("batches", [])
-    end = data["totals"]["elapsed_s"]
+    batches = data.batches
+    end = data.totals.elapsed_s
     labelled = False
     for i, b in enumerate(batches):
-        stop = b["started_s"] + (b.get("duration_s") or 0.0)
-        nxt = batches[i + 1]["started_s"] if i + 1 < len(batches) else end
+        stop = b.started_s + (b.duration_s or 0.0)
+        nxt = batches[i + 1].started_s if i + 1 < len(batches) else end
         if nxt - stop > 1.0:
             ax.axvspan(stop / 60.0, nxt / 60.0, color="#ff7f0e", alpha=0.12, linewidth=0,
                        label=None if labelled else "between batches: shrinking, checking repros")
@@ -78,27 +80,27 @@ def _bin_width(elapsed_s: float) -> float:
     return max(5.0, elapsed_s / 60.0)
 
 
-def plot_rate(data: dict) -> bytes:
+def plot_rate(data: StressReport) -> bytes:
     """Cases per second over the run, in bins; dotted lines where a batch (fresh group) started."""
-    cases = data["cases"]
+    cases = data.cases
     fig, ax = _figure()
     if not cases:
         _empty(ax, "no case finished")
         return _png(fig)
-    end = max(data["totals"]["elapsed_s"], max(c["finished_s"] for c in cases))
+    end = max(data.totals.elapsed_s, max(c.finished_s for c in cases))
     width = _bin_width(end)
     nbins = max(1, math.ceil(end / width))
     counts = [0] * nbins
     for c in cases:
-        counts[min(nbins - 1, int(c["finished_s"] // width))] += 1
+        counts[min(nbins - 1, int(c.finished_s // width))] += 1
     xs = [(i * width) / 60.0 for i in range(nbins + 1)]
     ax.stairs([n / width for n in counts], xs, fill=True, color="#1f77b4", alpha=0.35)
     ax.stairs([n / width for n in counts], xs, color="#1f77b4")
     _shade_pauses(ax, data)
-    for b in data.get("batches", []):
-        ax.axvline(b["started_s"] / 60.0, color="#555555", linestyle=":", linewidth=0.8)
-    for f in data.get("failures", []):
-        ax.axvline(f["found_s"] / 60.0, color=ORACLE_COLOURS.get(f["oracle"], "#000000"), linewidth=1.2)
+    for b in data.batches:
+        ax.axvline(b.started_s / 60.0, color="#555555", linestyle=":", linewidth=0.8)
+    for f in data.failures:
+        ax.axvline(f.found_s / 60.0, color=ORACLE_COLOURS.get(f.oracle, "#000000"), linewidth=1.2)
     ax.set_xlabel("minutes since start (dotted: a new rank group; solid: a new kind of failure)")
     ax.set_ylabel(f"cases/s ({width:.0f} s bins)")
     ax.set_xlim(0, max(xs[-1], 1e-3))
@@ -106,29 +108,29 @@ def plot_rate(data: dict) -> bytes:
     return _png(fig)
 
 
-def plot_reuse(data: dict) -> bytes:
+def plot_reuse(data: StressReport) -> bytes:
     """Reuse events (a new object took a dead object's id) over the run: per bin and in total."""
-    cases = data["cases"]
+    cases = data.cases
     fig, ax = _figure()
     if not cases:
         _empty(ax, "no case finished")
         return _png(fig)
-    end = max(data["totals"]["elapsed_s"], max(c["finished_s"] for c in cases))
+    end = max(data.totals.elapsed_s, max(c.finished_s for c in cases))
     width = _bin_width(end)
     nbins = max(1, math.ceil(end / width))
     per_bin = [0] * nbins
     for c in cases:
-        per_bin[min(nbins - 1, int(c["finished_s"] // width))] += c["reuse_events"]
+        per_bin[min(nbins - 1, int(c.finished_s // width))] += c.reuse_events
     xs = [(i * width) / 60.0 for i in range(nbins + 1)]
     ax.stairs(per_bin, xs, fill=True, color="#2ca02c", alpha=0.35, label=f"per {width:.0f} s")
     ax.set_ylabel(f"reuse events per {width:.0f} s")
     ax.set_xlabel("minutes since start")
     total = ax.twinx()
-    ordered = sorted(cases, key=lambda c: c["finished_s"])
+    ordered = sorted(cases, key=lambda c: c.finished_s)
     running, ts, ys = 0, [0.0], [0]
     for c in ordered:
-        running += c["reuse_events"]
-        ts.append(c["finished_s"] / 60.0)
+        running += c.reuse_events
+        ts.append(c.finished_s / 60.0)
         ys.append(running)
     total.step(ts, ys, where="post", color="#2ca02c", linewidth=1.5)
     total.set_ylabel("reuse events in total")
@@ -141,12 +143,12 @@ def plot_reuse(data: dict) -> bytes:
     return _png(fig)
 
 
-def plot_failures(data: dict) -> bytes:
+def plot_failures(data: StressReport) -> bytes:
     """Failing cases by their primary oracle."""
-    by_oracle = data["totals"].get("failures_by_oracle", {})
+    by_oracle = data.totals.failures_by_oracle
     fig, ax = _figure(left=0.22)
     if not by_oracle:
-        _empty(ax, f"no failure in {data['totals']['cases']} cases")
+        _empty(ax, f"no failure in {data.totals.cases} cases")
         ax.set_title("Failing cases by oracle")
         return _png(fig)
     names = _oracle_order(by_oracle)
@@ -161,11 +163,11 @@ def plot_failures(data: dict) -> bytes:
     return _png(fig)
 
 
-def plot_durations(data: dict) -> bytes:
+def plot_durations(data: StressReport) -> bytes:
     """How long cases took on their ranks (log scale), passing and failing ones stacked."""
-    cases = data["cases"]
+    cases = data.cases
     fig, ax = _figure()
-    durations = [max(c["duration_s"], 1e-3) for c in cases]
+    durations = [max(c.duration_s, 1e-3) for c in cases]
     if not durations:
         _empty(ax, "no case finished")
         return _png(fig)
@@ -173,8 +175,8 @@ def plot_durations(data: dict) -> bytes:
     if hi - lo < 0.5:
         lo, hi = lo - 0.25, hi + 0.25
     edges = [10 ** (lo + (hi - lo) * i / 30) for i in range(31)]
-    passed = [max(c["duration_s"], 1e-3) for c in cases if not c["oracle"]]
-    failed = [max(c["duration_s"], 1e-3) for c in cases if c["oracle"]]
+    passed = [max(c.duration_s, 1e-3) for c in cases if not c.oracle]
+    failed = [max(c.duration_s, 1e-3) for c in cases if c.oracle]
     ax.hist([passed, failed], bins=edges, stacked=True, color=["#1f77b4", "#d62728"],
             label=[f"passed ({len(passed)})", f"failed ({len(failed)})"])
     ax.set_xscale("log")
@@ -227,114 +229,108 @@ def _table(headers, rows, numeric=()) -> str:
     return f"<table>{f'<tr>{head}</tr>' if head else ''}{''.join(body)}</table>"
 
 
-def coverage_text(coverage: dict) -> str:
-    """Cases run per declared format, scaling and construction, and the declared values none ran with
-    (the stress summary prints it too)."""
-    text = "; ".join(f"{field}s " + ", ".join(f"{v} {n}" for v, n in coverage[field].items())
-                     for field in ("format", "scaling", "construction") if coverage.get(field))
-    if coverage.get("not_run"):
-        text += f"; none with {', '.join(coverage['not_run'])}"
-    return text or "-"
+def _failure_rows(f) -> list:
+    """A failure's table: its signature, the case as found, its repro, the shrink, the check, the parts."""
+    repro = f.repro
+    checked = {True: "<span class='ok'>reproduces in a fresh process</span>",
+               False: "<span class='bad'>did not reproduce in a fresh process</span>",
+               None: "not checked"}[repro.verified if repro is not None else None]
+    orig = f.original
+    rows = [("found as", _e(f"{orig.describe} (after {orig.preceding_cases} other cases in its group)"))]
+    if repro is not None:
+        shrink = repro.shrink
+        rows += [("repro", _e(f"{repro.kind}: {repro.describe} ({repro.preceding_cases} preceding case(s))"
+                              + (f", id reuse pinned to {repro.reuse_pinned}" if repro.reuse_pinned else "")
+                              + f"; {repro.file}")),
+                 ("shrinking", _e(f"{shrink.candidates_run} candidates, {shrink.shrink_s} s"
+                                  + (f"; {shrink.note}" if shrink.note else "")))]
+    else:
+        rows += [("repro", "?: (0 preceding case(s)); "), ("shrinking", "0 candidates, 0 s")]
+    rows.append(("check", checked))
+    if f.signature:
+        rows.insert(0, ("signature", _e(f.signature)))
+    if f.parts:     # a merged report: the shards or groups it appeared in
+        rows.append(("found in", _e(", ".join(f"part {p.part} ({p.count} case{'s' * (p.count != 1)})"
+                                              for p in f.parts) + f"; repro from part {f.repro_from}")))
+    elif f.shrunk_by_group is not None:
+        rows.append(("shrunk by", _e(f"group {f.shrunk_by_group}, which found it first")))
+    attempts = repro.attempts if repro is not None else ()
+    if len(attempts) > 1:
+        rows.append(("attempts", _e("; ".join(
+            f"{a.kind} ({a.cases} case{'s' * (a.cases != 1)}): "
+            + ("reproduced" if a.reproduced else f"not reproduced (exit {a.exit_code}, {a.oracle})")
+            + (f", {a.reproduced_runs} of {a.runs} runs" if a.runs > 1 else "")
+            for a in attempts))))
+    return rows
 
 
-def render_stress_html(data: dict, plots: dict[str, bytes]) -> str:
-    cfg, t = data["config"], data["totals"]
-    status = ("complete" if data.get("complete") else
-              f"interrupted ({data['interrupted']})" if data.get("interrupted") else
-              f"error: {data['error']}" if data.get("error") else "running or killed")
-    verdict = ("<span class=\"ok\">no failure</span>" if not t["failing_cases"] else
-               f'<span class="bad">{t["failing_cases"]} failing cases, {t["failures"]} distinct failures</span>')
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>stress {_e(cfg['sut'])} "
-             f"{_e(data['started_at'][:10])}</title><style>{_STYLE}</style></head><body>",
-             f"<h1>Stress run: {_e(cfg['sut'])}, {_e(data['started_at'])}</h1>",
-             f"<p>{verdict}. Status: {_e(status)}.</p>"]
+def render_stress_html(data: StressReport, plots: dict[str, bytes]) -> str:
+    cfg, t = data.config, data.totals
+    verdict = ("<span class=\"ok\">no failure</span>" if not t.failing_cases else
+               f'<span class="bad">{t.failing_cases} failing cases, {t.failures} distinct failures</span>')
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>stress {_e(cfg.sut)} "
+             f"{_e(data.started_at[:10])}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>Stress run: {_e(cfg.sut)}, {_e(data.started_at)}</h1>",
+             f"<p>{verdict}. Status: {_e(data.status())}.</p>"]
     summary = [
-        ("stack", cfg["sut"]), ("launcher", f"{cfg['launcher']}, world size {cfg['world_size']}"),
-        ("seed", cfg["seed"]), ("default reuse", cfg["reuse"]), ("budget", f"{cfg['minutes']:g} min"),
-        ("elapsed", f"{t['elapsed_s']:.0f} s (cases {t['running_s']:.0f} s, shrinking {t['shrink_s']:.0f} s, "
-                    f"checking repros {t['verify_s']:.0f} s)"),
-        ("cases", f"{t['cases']} in {t['batches']} batches ({t['passed']} passed, {t['failed']} failed, "
-                  f"{t['errors']} errors, {t.get('skipped', 0)} skipped)"),
-        ("declined draws", f"{t.get('declined_draws', 0)} of {t.get('draws', 0)} "
-                           f"({100 * t.get('declined_share', 0.0):.1f}%)"),
-        ("declared space run", coverage_text(t.get("coverage") or {})),
-        ("models built", t["models_built"]), ("reuse events", t["reuse_events"]),
-        ("steps compared bitwise", t["steps_compared"]), ("retention warnings", t["retention_warnings"]),
-        ("cases/s", f"{t['cases_per_s']:.2f} overall, {t['cases_per_s_running']:.2f} while running cases"),
+        ("stack", cfg.sut), ("launcher", f"{cfg.launcher}, world size {cfg.world_size}"),
+        ("seed", cfg.seed), ("default reuse", cfg.reuse), ("budget", f"{cfg.minutes:g} min"),
+        ("elapsed", f"{t.elapsed_s:.0f} s (cases {t.running_s:.0f} s, shrinking {t.shrink_s:.0f} s, "
+                    f"checking repros {t.verify_s:.0f} s)"),
+        ("cases", f"{t.cases} in {t.batches} batches ({t.passed} passed, {t.failed} failed, "
+                  f"{t.errors} errors, {t.skipped} skipped)"),
+        ("declined draws", f"{t.declined_draws} of {t.draws} ({100 * t.declined_share:.1f}%)"),
+        ("declared space run", t.coverage.text()),
+        ("models built", t.models_built), ("reuse events", t.reuse_events),
+        ("steps compared bitwise", t.steps_compared), ("retention warnings", t.retention_warnings),
+        ("cases/s", f"{t.cases_per_s:.2f} overall, {t.cases_per_s_running:.2f} while running cases"),
     ]
     parts.append(_table(None, [(_e(k), _e(v)) for k, v in summary]))
-    if t["reuse_events"] == 0 and t["cases"]:
+    if t.reuse_events == 0 and t.cases:
         parts.append("<p class='bad'>No id was reused in this run: the id-reuse bug class was not exercised.</p>")
     parts.append("<h2>Failures</h2>")
-    if not data["failures"]:
+    if not data.failures:
         parts.append("<p>None.</p>")
-    for f in data["failures"]:
-        repro = f.get("repro") or {}
-        checked = {True: "<span class='ok'>reproduces in a fresh process</span>",
-                   False: "<span class='bad'>did not reproduce in a fresh process</span>",
-                   None: "not checked"}[repro.get("verified")]
-        orig = f["original"]
-        parts.append(f"<h3>#{f['n']} <span style='color:{ORACLE_COLOURS.get(f['oracle'], '#000')}'>"
-                     f"{_e(f['oracle'])}</span>: {f['count']} failing case{'s' * (f['count'] != 1)}, first "
-                     f"<code>{_e(f['first_case'])}</code></h3>")
-        rows = [("found as", _e(f"{orig['describe']} (after {orig['preceding_cases']} other cases in its group)")),
-                ("repro", _e(f"{repro.get('kind', '?')}: {repro.get('describe', '')} "
-                             f"({repro.get('preceding_cases', 0)} preceding case(s))"
-                             + (f", id reuse pinned to {repro['reuse_pinned']}" if repro.get("reuse_pinned") else "")
-                             + f"; {repro.get('file', '')}")),
-                ("shrinking", _e(f"{repro.get('candidates_run', 0)} candidates, {repro.get('shrink_s', 0)} s"
-                                 + (f"; {repro['note']}" if repro.get("note") else ""))),
-                ("check", checked)]
-        if f.get("signature"):
-            rows.insert(0, ("signature", _e(f["signature"])))
-        if f.get("parts"):     # a merged report: the shards or groups it appeared in
-            rows.append(("found in", _e(", ".join(f"part {p['part']} ({p['count']} case{'s' * (p['count'] != 1)})"
-                                                  for p in f["parts"]) + f"; repro from part {f.get('repro_from')}")))
-        elif f.get("shrunk_by_group") is not None:
-            rows.append(("shrunk by", _e(f"group {f['shrunk_by_group']}, which found it first")))
-        if len(repro.get("attempts", [])) > 1:
-            rows.append(("attempts", _e("; ".join(
-                f"{a['kind']} ({a['cases']} case{'s' * (a['cases'] != 1)}): "
-                + ("reproduced" if a["reproduced"] else f"not reproduced (exit {a['exit_code']}, {a['oracle']})")
-                + (f", {a['reproduced_runs']} of {a['runs']} runs" if a.get("runs", 1) > 1 else "")
-                for a in repro["attempts"]))))
-        parts.append(_table(None, rows))
-        parts.append(f"<pre>{_e(repro.get('command', ''))}</pre>")
-        if f.get("replay") and f["replay"].get("command"):
-            parts.append(f"<p>Exact replay of its batch (case <code>{_e(f['replay']['case'])}</code>):</p>"
-                         f"<pre>{_e(f['replay']['command'])}</pre>")
-        parts.append(f"<details><summary>detail</summary><pre>{_e(f['detail'])}</pre></details>")
+    for f in data.failures:
+        parts.append(f"<h3>#{f.n} <span style='color:{ORACLE_COLOURS.get(f.oracle, '#000')}'>"
+                     f"{_e(f.oracle)}</span>: {f.count} failing case{'s' * (f.count != 1)}, first "
+                     f"<code>{_e(f.first_case)}</code></h3>")
+        parts.append(_table(None, _failure_rows(f)))
+        parts.append(f"<pre>{_e(f.repro.command if f.repro is not None else '')}</pre>")
+        if f.replay is not None and f.replay.command:
+            parts.append(f"<p>Exact replay of its batch (case <code>{_e(f.replay.case)}</code>):</p>"
+                         f"<pre>{_e(f.replay.command)}</pre>")
+        parts.append(f"<details><summary>detail</summary><pre>{_e(f.detail)}</pre></details>")
     parts.append("<h2>Plots</h2><div class='plots'>")
     for name, png in plots.items():
         parts.append(_img(png, name))
     parts.append("</div>")
     parts.append("<h2>Batches</h2>")
     parts.append(_table(["batch", "started (s)", "cases", "ended", "duration (s)", "replay"],
-                        [(b["index"], f"{b['started_s']:.0f}", b["cases_run"], _e(b["ended"]),
-                          _e(b["duration_s"]), f"<code>{_e(b.get('file') or '')}</code>")
-                         for b in data.get("batches", [])], numeric=(0, 1, 2, 4)))
+                        [(b.index, f"{b.started_s:.0f}", b.cases_run, _e(b.ended), _e(b.duration_s),
+                          f"<code>{_e(b.file or '')}</code>") for b in data.batches], numeric=(0, 1, 2, 4)))
     skips: dict[str, int] = {}
-    for c in data["cases"]:
-        if c["outcome"] == "skipped":
-            skips[c.get("skip_reason", "")] = skips.get(c.get("skip_reason", ""), 0) + 1
+    for c in data.cases:
+        if c.outcome == "skipped":
+            skips[c.skip_reason] = skips.get(c.skip_reason, 0) + 1
     if skips:
         parts.append(f"<h2>Skipped cases ({sum(skips.values())})</h2>")
         parts.append(_table(["cases", "reason"], [(n, _e(reason)) for reason, n in skips.items()], numeric=(0,)))
-    failing = [c for c in data["cases"] if c["oracle"]]
+    failing = [c for c in data.cases if c.oracle]
     parts.append(f"<h2>Failing cases ({len(failing)})</h2>")
     parts.append(_table(["case", "oracle", "failure", "case spec", "reuse", "s"],
-                        [(f"<code>{_e(c['name'])}</code>", _e(c["oracle"]), c["failure"], _e(c["describe"]),
-                          c["reuse_events"], f"{c['duration_s']:.2f}") for c in failing[:500]], numeric=(2, 4, 5)))
-    parts.append(f"<details><summary>All {len(data['cases'])} cases</summary>")
+                        [(f"<code>{_e(c.name)}</code>", _e(c.oracle), c.failure, _e(c.describe),
+                          c.reuse_events, f"{c.duration_s:.2f}") for c in failing[:500]], numeric=(2, 4, 5)))
+    parts.append(f"<details><summary>All {len(data.cases)} cases</summary>")
     parts.append(_table(["case", "outcome", "case spec", "models", "reuse", "s"],
-                        [(f"<code>{_e(c['name'])}</code>", _e(c["outcome"]), _e(c["describe"]), c["models_built"],
-                          c["reuse_events"], f"{c['duration_s']:.2f}") for c in data["cases"]], numeric=(3, 4, 5)))
+                        [(f"<code>{_e(c.name)}</code>", _e(c.outcome), _e(c.describe), c.models_built,
+                          c.reuse_events, f"{c.duration_s:.2f}") for c in data.cases], numeric=(3, 4, 5)))
     parts.append("</details>")
-    parts.append(f"<p><small>Config: <code>{_e(' '.join(cfg.get('argv', [])))}</code></small></p></body></html>")
+    parts.append(f"<p><small>Config: <code>{_e(' '.join(cfg.argv))}</code></small></p></body></html>")
     return "\n".join(parts)
 
 
-def write_stress_html(data: dict, path: str, plots_dir: str | None = None) -> dict[str, bytes]:
+def write_stress_html(data: StressReport, path: str, plots_dir: str | None = None) -> dict[str, bytes]:
     """Draw the plots, write the page (atomically) and the PNGs; returns the PNGs by name."""
     plots = {name: draw(data) for name, draw in STRESS_PLOTS}
     if plots_dir:
@@ -346,14 +342,14 @@ def write_stress_html(data: dict, path: str, plots_dir: str | None = None) -> di
 
 
 # --- the trend over several nights -------------------------------------------------------------
-def trend_plots(runs: list[dict]) -> dict[str, bytes]:
+def trend_plots(runs: list) -> dict[str, bytes]:
     """cases/s, failing cases by oracle and reuse events, one point or bar per run."""
-    labels = [r["label"] for r in runs]
+    labels = [r.label for r in runs]
     xs = list(range(len(runs)))
     out = {}
 
     fig, ax = _figure(left=0.16, bottom=_TREND_BOTTOM)
-    ax.plot(xs, [r["totals"]["cases_per_s"] for r in runs], marker="o", color="#1f77b4")
+    ax.plot(xs, [r.report.totals.cases_per_s for r in runs], marker="o", color="#1f77b4")
     ax.set_ylim(bottom=0)
     ax.set_ylabel("cases/s")
     ax.set_title("Throughput per run")
@@ -361,10 +357,10 @@ def trend_plots(runs: list[dict]) -> dict[str, bytes]:
     out["trend_cases_per_s"] = _png(fig)
 
     fig, ax = _figure(left=0.16, bottom=_TREND_BOTTOM)
-    oracles = _oracle_order({o for r in runs for o in r["totals"].get("failures_by_oracle", {})})
+    oracles = _oracle_order({o for r in runs for o in r.report.totals.failures_by_oracle})
     bottom = [0] * len(runs)
     for o in oracles:
-        vals = [r["totals"].get("failures_by_oracle", {}).get(o, 0) for r in runs]
+        vals = [r.report.totals.failures_by_oracle.get(o, 0) for r in runs]
         ax.bar(xs, vals, bottom=bottom, color=ORACLE_COLOURS.get(o, "#000000"), label=o)
         bottom = [b + v for b, v in zip(bottom, vals)]
     if oracles:
@@ -376,7 +372,7 @@ def trend_plots(runs: list[dict]) -> dict[str, bytes]:
     out["trend_failures"] = _png(fig)
 
     fig, ax = _figure(left=0.16, bottom=_TREND_BOTTOM)
-    ax.bar(xs, [r["totals"]["reuse_events"] for r in runs], color="#2ca02c")
+    ax.bar(xs, [r.report.totals.reuse_events for r in runs], color="#2ca02c")
     ax.set_ylabel("reuse events")
     ax.set_title("Id reuse events per run")
     _label_runs(ax, xs, labels)
@@ -394,7 +390,7 @@ def _label_runs(ax, xs, labels) -> None:
         ax.set_xlim(-1, 1)
 
 
-def render_trend_html(runs: list[dict], rows: list[list[str]], headers: list[str]) -> str:
+def render_trend_html(runs: list, rows: list[list[str]], headers: list[str]) -> str:
     plots = trend_plots(runs) if runs else {}
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>stress trend</title>"
              f"<style>{_STYLE}</style></head><body><h1>Stress trend over {len(runs)} run"

@@ -149,5 +149,20 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
 
 
+def case_from_dict(data: dict) -> CaseReport:
+    """A case of a JSON run report (:meth:`CaseReport.to_dict`), its failures as :class:`Failure`."""
+    known = {f.name for f in dataclasses.fields(CaseReport)}
+    fields = {k: v for k, v in data.items() if k in known}
+    fields["failures"] = [Failure.from_dict(f) for f in data.get("failures") or []]
+    return CaseReport(**fields)
+
+
+def read_case(path: str, name: str) -> CaseReport | None:
+    """Case ``name`` of the JSON run report at ``path``, or None when it holds no such case."""
+    with open(path) as fh:
+        data = json.load(fh)
+    return next((case_from_dict(c) for c in data.get("cases", []) if c.get("name") == name), None)
+
+
 def write_json(report: RunReport, path: str) -> None:
     write_atomic(path, json.dumps(report.to_dict(), indent=1, sort_keys=False))

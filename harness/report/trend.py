@@ -8,39 +8,40 @@ Unreadable folders are named on stderr and skipped; none readable is an error (e
 
 from __future__ import annotations
 
-import json
-import os
+import dataclasses
 import sys
 
 from harness.errors import OneLineParser, UsageError
+from harness.report.stress_file import read_report, report_path
+from harness.report.stress_model import StressReport
 
 HEADERS = ["date", "stack", "cases", "failures by oracle", "reuse events", "models built", "cases/s", "status"]
 
 
-def load_run(path: str) -> dict:
-    """One stress record, with ``label`` and ``source`` added; raises UsageError when unreadable."""
-    file = os.path.join(path, "stress.json") if os.path.isdir(path) else path
-    try:
-        with open(file) as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise UsageError(f"{file}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{file} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(data, dict) or not str(data.get("format", "")).startswith("harness-stress/"):
-        raise UsageError(f"{file} is not a stress report (no 'format: harness-stress/...')")
-    data["source"] = file
-    data["label"] = data.get("started_at", "")[:16].replace("T", " ")
-    return data
+@dataclasses.dataclass(frozen=True)
+class TrendRun:
+    """One night: its report, the file it came from, and its label (its start, to the minute)."""
+
+    report: StressReport
+    source: str
+
+    @property
+    def label(self) -> str:
+        return self.report.started_at[:16].replace("T", " ")
 
 
-def row(run: dict) -> list[str]:
-    t = run["totals"]
-    by_oracle = " ".join(f"{o}:{n}" for o, n in t.get("failures_by_oracle", {}).items()) or "-"
-    status = "complete" if run.get("complete") else ("interrupted" if run.get("interrupted") else
-                                                     ("error" if run.get("error") else "killed"))
-    return [run["label"], run["config"]["sut"], str(t["cases"]), by_oracle, str(t["reuse_events"]),
-            str(t["models_built"]), f"{t['cases_per_s']:.2f}", status]
+def load_run(path: str) -> TrendRun:
+    """One stress report (reports of earlier formats too); raises UsageError when unreadable."""
+    return TrendRun(read_report(path, old_formats=True), report_path(path))
+
+
+def row(run: TrendRun) -> list[str]:
+    r = run.report
+    t = r.totals
+    by_oracle = " ".join(f"{o}:{n}" for o, n in t.failures_by_oracle.items()) or "-"
+    status = "complete" if r.complete else ("interrupted" if r.interrupted else ("error" if r.error else "killed"))
+    return [run.label, r.config.sut, str(t.cases), by_oracle, str(t.reuse_events), str(t.models_built),
+            f"{t.cases_per_s:.2f}", status]
 
 
 def format_table(rows: list[list[str]], headers=HEADERS) -> str:
@@ -67,12 +68,12 @@ def main(argv=None) -> int:
             print(f"skipped: {exc}", file=sys.stderr)
     if not runs:
         raise UsageError("no readable stress report among the folders given")
-    runs.sort(key=lambda r: (r.get("started_at", ""), r["source"]))
+    runs.sort(key=lambda r: (r.report.started_at, r.source))
     rows = [row(r) for r in runs]
     print(format_table(rows))
     if args.html:
         from harness.report.html import render_trend_html
-        from harness.report.model import write_atomic
+        from harness.files import write_atomic
         from harness.report.model import check_writable
 
         check_writable(args.html, "--html")

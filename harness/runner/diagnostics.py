@@ -14,7 +14,7 @@ import signal
 import time
 
 from harness.collectives.entry import format_entry
-from harness.oracles.crossrank import first_divergence, ledger_truncated
+from harness.oracles.crossrank import divergence_failure
 from harness.oracles.findings import Failure, Oracle
 
 __harness_hidden__ = True
@@ -119,19 +119,20 @@ def hang_failures(world: int, dead: dict, missing: list, stalled: dict, ledgers:
     (``missing``; ``stalled``: rank -> what its watchdog said): one per rank, the first divergent
     collective if the ledgers show one, and every rank's last collective and Python stacks, with
     its ``diagnostics`` (rank -> text: :func:`harness.hangs.report.collect`) when given."""
-    failures = [Failure(Oracle.LIVENESS, f"rank {rank} died while running the case: {why}", rank=rank)
+    failures = [Failure(Oracle.LIVENESS, f"rank {rank} died while running the case: {why}", rank=rank,
+                        kind="a rank died while running the case")
                 for rank, why in sorted(dead.items())]
     for rank in missing:
         why = stalled.get(rank, f"did not answer within the deadline ({deadline_s:g} s) + {grace_s:g} s")
-        failures.append(Failure(Oracle.LIVENESS, f"rank {rank} hung: {why}", rank=rank))
-    divergence = first_divergence(ledgers)
-    if divergence:
-        # A ledger that merely stops early belongs to the rank that died or hung.
-        failures.append(Failure(Oracle.LIVENESS if ledger_truncated(ledgers) else Oracle.CROSS_RANK, divergence))
+        failures.append(Failure(Oracle.LIVENESS, f"rank {rank} hung: {why}", rank=rank, kind="a rank hung"))
+    divergence = divergence_failure(ledgers)
+    if divergence is not None:
+        failures.append(divergence)
     in_flight = {r: (ledgers.get(r) or [None])[-1] for r in range(world)}
     stack_text = "\n".join(f"--- rank {r} Python stacks ---\n{stacks.get(r, '(no stack: process gone)')}"
                            + (f"\n--- rank {r} diagnostics ---\n{diagnostics.get(r, '(none)')}" if diagnostics else "")
                            for r in range(world))
     last = "; ".join(f"rank {r}: {format_entry(in_flight[r]) if in_flight[r] else '(none)'}" for r in range(world))
-    failures.append(Failure(Oracle.LIVENESS, f"last collective per rank: {last}\n{stack_text}"))
+    failures.append(Failure(Oracle.LIVENESS, f"last collective per rank: {last}\n{stack_text}",
+                            kind="last collective per rank"))
     return failures

@@ -196,7 +196,7 @@ class RankGroup:
         try:
             self._send_all(m)
         except GroupBroken as exc:
-            return GroupOutcome({}, [Failure(Oracle.LIVENESS, str(exc))], broken=True)
+            return GroupOutcome({}, [Failure(Oracle.LIVENESS, str(exc), kind="the group broke")], broken=True)
         if meanwhile is not None:
             try:
                 meanwhile()

@@ -7,7 +7,7 @@ process before any case ran.
 
 from __future__ import annotations
 
-from harness.oracles.findings import Failure, Oracle
+from harness.oracles.findings import ISOLATED_RUN_FAILED, Failure, Oracle
 from harness.oracles.recorded import CaseExpectation, check_recorded
 from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.rank.execute import execute_case
@@ -46,7 +46,8 @@ class InprocBackend:
         answer = self.isolated.end(index, case)
         if "ok" in answer:
             return GroupOutcome({0: RankResult.from_dict(answer["ok"])}, [])
-        return GroupOutcome({}, [Failure(Oracle.ISOLATION, f"the isolated run failed: {answer['error']}", rank=0)])
+        return GroupOutcome({}, [Failure(Oracle.ISOLATION, f"the isolated run failed: {answer['error']}", rank=0,
+                                         kind=ISOLATED_RUN_FAILED)])
 
     def agree(self, key: str, decide) -> str:
         return decide()

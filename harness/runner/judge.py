@@ -17,10 +17,10 @@ import dataclasses
 import enum
 import shlex
 
-from harness.oracles.crossrank import drift_at_start, first_divergence, ledger_truncated, scale_disagreement
+from harness.oracles.crossrank import divergence_failure, drift_at_start, scale_disagreement
 from harness.oracles.exercised import not_exercised
 from harness.oracles.findings import COMMUNICATION, Failure, Oracle
-from harness.oracles.isolation import alone_findings, compare_runs
+from harness.oracles.isolation import alone_findings, isolation_failures
 from harness.oracles.recorded import check_recorded, reported_records
 from harness.report.model import CaseReport, group_digest, skipped, verdict
 from harness.report.tensors import table
@@ -66,17 +66,17 @@ def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expecta
         failures += results[r].failures
     if len(results) == world and not any(f.oracle == Oracle.CROSS_RANK for f in failures):
         ledgers = {r: results[r].collectives for r in results}
-        divergence = first_divergence(ledgers)
-        truncated = bool(divergence) and ledger_truncated(ledgers)
+        divergence = divergence_failure(ledgers)
+        truncated = divergence is not None and divergence.oracle == Oracle.LIVENESS
         if truncated and any(f.oracle in (Oracle.ERROR, Oracle.LIVENESS) for f in failures):
             pass    # a rank left the case early on a failure already reported; its short ledger adds nothing
-        elif divergence:
+        elif divergence is not None:
             # A ledger that merely stops early belongs to the rank that died or hung.
-            failures.append(Failure(Oracle.LIVENESS if truncated else Oracle.CROSS_RANK, divergence))
+            failures.append(divergence)
         elif case.model.recipe.reduce_amax:
             text = scale_disagreement({r: results[r].meta_fingerprints for r in results})
             if text:
-                failures.append(Failure(Oracle.CROSS_RANK, text))
+                failures.append(Failure(Oracle.CROSS_RANK, text, kind="all-reduced scales differ between ranks"))
     if isolated:
         for r in alone_recorded:       # the run alone's records, against the same reference
             check_recorded(isolated[r], expectation)
@@ -85,7 +85,7 @@ def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expecta
         for r in sorted(results):
             alone = isolated.get(r)
             if alone is not None:
-                failures += [Failure(Oracle.ISOLATION, line, rank=r) for line in compare_runs(results[r], alone)]
+                failures += isolation_failures(results[r], alone, r)
     return failures
 
 
@@ -102,7 +102,8 @@ def inherited_drift(results: dict, previous=None) -> list:
                     f"drift left by {previous.name if previous is not None else 'an earlier case'}: the registries "
                     f"already differed between ranks when this case began, before it built anything, so "
                     f"{culprit} left them apart:\n  " + "\n  ".join(lines),
-                    left_by=previous.name if previous is not None else None)]
+                    left_by=previous.name if previous is not None else None,
+                    kind="registries differed between ranks when the case began")]
 
 
 def should_isolate(cfg, shared: GroupOutcome) -> bool:
@@ -171,7 +172,7 @@ def case_report(cfg, case, shared: GroupOutcome, failures: list, previous=None) 
     if reason is None:
         return first
     if cfg.strict:
-        return report(failures + [Failure(Oracle.EXERCISED, reason)])
+        return report(failures + [Failure(Oracle.EXERCISED, reason, kind="no id was reused")])
     return dataclasses.replace(first, outcome="skipped", skip_reason=reason)
 
 

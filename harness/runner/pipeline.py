@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable, Protocol
 
 from harness.errors import HarnessError
-from harness.oracles.findings import Failure, Oracle
+from harness.oracles.findings import BROKE_GROUP, Failure, Oracle
 from harness.oracles.recorded import CaseExpectation, judge_checks_reference
 from harness.phases import mark
 from harness.report.model import CaseReport
@@ -98,7 +98,7 @@ class CasePipeline:
             iso = backend.run_isolated(index, case)
             if iso.broken:
                 shared.failures.append(Failure(Oracle.ISOLATION, "the isolated run of this case broke its group:\n"
-                                               + "\n".join(f.line() for f in iso.failures)))
+                                               + "\n".join(f.line() for f in iso.failures), kind=BROKE_GROUP))
                 shared.broken = True
             else:
                 shared.failures += iso.failures      # an isolated run that gave no result, say

@@ -26,7 +26,7 @@ import tempfile
 
 from harness.errors import SetupError
 from harness.hangs import flight_recorder
-from harness.oracles.findings import Failure, Oracle
+from harness.oracles.findings import ISOLATED_RUN_FAILED, Failure, Oracle
 from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.pipeline import GroupLost
 from harness.runner.placement import host_name, one_host_reason
@@ -151,7 +151,7 @@ class SpmdBackend:
                 why = f"rank {r} made no progress for {answer['stalled_s']:.1f} s (deadline {self.cfg.deadline_s:g} s)"
             else:
                 why = f"rank {r} did not report within the deadline ({self.cfg.deadline_s:g} s) + {REPORT_GRACE_S:g} s"
-            failures.append(Failure(Oracle.LIVENESS, f"{why}\n{stacks}", rank=r))
+            failures.append(Failure(Oracle.LIVENESS, f"{why}\n{stacks}", rank=r, kind="a rank made no progress"))
         return GroupOutcome(results, failures, broken=len(results) < self.world_size)
 
     def run_isolated(self, index: int, case) -> GroupOutcome:
@@ -170,7 +170,8 @@ class SpmdBackend:
             if "ok" in answer:
                 results[r] = RankResult.from_dict(answer["ok"])
             else:
-                failures.append(Failure(Oracle.ISOLATION, f"isolated run failed: {answer['error']}", rank=r))
+                failures.append(Failure(Oracle.ISOLATION, f"isolated run failed: {answer['error']}", rank=r,
+                                        kind=ISOLATED_RUN_FAILED))
         return GroupOutcome(results, failures)
 
     def agree(self, key: str, decide) -> str:

@@ -12,13 +12,16 @@ The pieces, one job per file:
   Hypothesis shrink, the repro file, and its check in a fresh process.
 * :mod:`harness.stress.repro`: repro files, the ``python -m harness run`` command that runs
   one, and running that command once to see that it reproduces.
-* :mod:`harness.stress.record`: the run's record (every case, failures, totals) and its
-  writers (``stress.json``, ``junit.xml``, ``index.html``).
-* :mod:`harness.stress.session`: the main loop: batches until the time budget is spent.
+* :mod:`harness.stress.record`: the run's record as it grows (every case, failures, totals, as
+  the typed records of :mod:`harness.report.stress_model`) and its writers (``stress.json``
+  through its one writer :mod:`harness.report.stress_file`, ``junit.xml``, ``index.html``).
+* :mod:`harness.stress.session`: the main loop: batches until the time budget is spent, and
+  each new failure's shrink and check.
+* :mod:`harness.stress.batch`: one batch as an object: drawn, run case by case, ended.
 * :mod:`harness.stress.streams`: which of the seed's batches a shard and group run (``--shard``,
   ``--groups``).
-* :mod:`harness.stress.signature`: a failure's signature (oracle, call site or registry; ids,
-  addresses and sizes blanked): what makes two failing cases one failure.
+* :mod:`harness.stress.signature`: a failure's signature, made of the identity fields its
+  oracle set (oracle, kind, call site or registry): what makes two failing cases one failure.
 * :mod:`harness.stress.claims`: which group of a ``--groups`` run shrinks a failure (the first).
 * :mod:`harness.stress.groups`: ``--groups N``: the groups as child stress processes, their
   GPUs, the progress line over all of them, and their merge.

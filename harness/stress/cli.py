@@ -12,6 +12,7 @@ or an environment that cannot run the stack, 130 interrupted (the reports are st
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import sys
@@ -100,7 +101,7 @@ def main(argv=None) -> int:
     groups = args.groups
     if args.group_of is None and groups != 1:
         plan = _plan_groups(args, cfg, stack)        # refuses more GPU groups than GPUs, before any start
-        groups = plan["groups"]
+        groups = plan.groups
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out!r} exists and is not a folder")
     try:
@@ -138,10 +139,11 @@ def main(argv=None) -> int:
     where += f", group {group} of {of} (batches {stream.index} + {stream.count}*j)" if group is not None else ""
     _banner(cfg, seed, where, args)
     record = StressSession(cfg, opts, Progress(opts.budget_s), config_extra=extra, claims=claims).run()
-    print_summary(record)
-    if record.interrupted:
+    report = record.report()
+    print_summary(report, args.out)
+    if report.interrupted:
         return 130
-    return 1 if record.totals()["failing_cases"] else 0
+    return 1 if report.totals.failing_cases else 0
 
 
 def _banner(cfg, seed: int, where: str, args) -> None:
@@ -151,7 +153,14 @@ def _banner(cfg, seed: int, where: str, args) -> None:
           f"{args.minutes:g} min, reports in {args.out}", file=sys.stderr, flush=True)
 
 
-def _plan_groups(args, cfg, stack) -> dict:
+@dataclasses.dataclass(frozen=True)
+class GroupPlan:
+    groups: int
+    devices: list          # CUDA_VISIBLE_DEVICES per group (None: as it is)
+    max_cases: list        # each group's share of --max-cases (None: no limit)
+
+
+def _plan_groups(args, cfg, stack) -> GroupPlan:
     """How many groups, and on which GPUs; UsageError (exit 2) for what this machine cannot hold."""
     from harness.runner.machine import check_capacity, cores
     from harness.stress.groups import auto_groups, gpu_sets, split_cases, stack_gpus
@@ -171,20 +180,20 @@ def _plan_groups(args, cfg, stack) -> dict:
                 check_capacity(groups * cfg.world_size)
             except UsageError as exc:
                 raise UsageError(f"--groups {groups}: {exc}") from None
-    return {"groups": groups, "devices": devices, "max_cases": split_cases(args.max_cases, groups)}
+    return GroupPlan(groups, devices, split_cases(args.max_cases, groups))
 
 
-def _run_groups(args, argv: list[str], cfg, plan: dict) -> int:
+def _run_groups(args, argv: list[str], cfg, plan: GroupPlan) -> int:
     from harness.stress.groups import GroupRun, run_groups
     from harness.stress.merge import merge
     from harness.stress.progress import Progress
     from harness.stress.summary import print_summary
 
-    groups = plan["groups"]
+    groups = plan.groups
     shard = args.shard or Stream()
-    on = "" if all(d is None for d in plan["devices"]) else " on GPUs " + " | ".join(plan["devices"])
+    on = "" if all(d is None for d in plan.devices) else " on GPUs " + " | ".join(plan.devices)
     _banner(cfg, cfg.seed, f", {groups} groups{on}{', shard ' + shard.text() if args.shard else ''}", args)
-    run = GroupRun(argv, args.out, groups, cfg.seed, plan["devices"], plan["max_cases"], args.minutes * 60.0,
+    run = GroupRun(argv, args.out, groups, cfg.seed, plan.devices, plan.max_cases, args.minutes * 60.0,
                    Progress(args.minutes * 60.0))
     codes = run_groups(run)
     folders = [run.folder(g) for g in range(groups) if os.path.isfile(os.path.join(run.folder(g), "stress.json"))]
@@ -193,13 +202,15 @@ def _run_groups(args, argv: list[str], cfg, plan: dict) -> int:
             print(f"warning: group {g} wrote no report (exit {code})", file=sys.stderr)
     if not folders:
         raise UsageError(f"no group wrote a report (exit codes {codes})")
-    extra = {"stream": shard.to_dict(), "shard": args.shard.text() if args.shard else None,
-             "groups": groups, "group": None, "group_devices": plan["devices"],
+    from harness.report.stress_model import StreamInfo
+
+    extra = {"stream": StreamInfo(shard.index, shard.count), "shard": args.shard.text() if args.shard else None,
+             "groups": groups, "group": None, "group_devices": plan.devices,
              "argv": ["python", "-m", "harness", "stress"] + argv}
-    record = merge(args.out, folders, config_extra=extra, interrupted=run.interrupted)
-    print_summary(record)
+    report = merge(args.out, folders, config_extra=extra, interrupted=run.interrupted)
+    print_summary(report, args.out)
     if run.interrupted or any(c == 130 for c in codes):
         return 130
     if any(c == 2 for c in codes):
         return 2
-    return 1 if record.totals()["failing_cases"] else 0
+    return 1 if report.totals.failing_cases else 0

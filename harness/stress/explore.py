@@ -101,9 +101,7 @@ def draw_batch(batch_seed: int, size: int, capabilities: Capabilities = UNDECLAR
 
 def canonical(case: CaseSpec) -> str:
     """A case's identity for caching, regardless of its name."""
-    d = case.to_dict()
-    d["name"] = PLACEHOLDER
-    return json.dumps(d, sort_keys=True)
+    return json.dumps(case.with_(name=PLACEHOLDER).to_dict(), sort_keys=True)
 
 
 @dataclasses.dataclass
@@ -118,6 +116,65 @@ class ShrinkOutcome:
     seconds: float = 0.0
 
 
+class _Replay:
+    """The body Hypothesis calls while it replays a batch's draw and then shrinks one case of it.
+
+    Two stages, told apart by :attr:`hit`: :meth:`walk` lets every example before the failing
+    one pass unrun until the replay meets the failing case at its index (equality with it is the
+    safeguard); from then on :meth:`judge` runs each candidate Hypothesis proposes (once: judged
+    candidates are cached by their identity) and keeps the last that failed as the minimal."""
+
+    def __init__(self, index: int, failing: CaseSpec, still_fails, deadline: float, capabilities, world_size):
+        self.index = index
+        self.target = canonical(failing)
+        self.still_fails = still_fails
+        self.deadline = deadline
+        self.capabilities = capabilities
+        self.world_size = world_size
+        self.cache: dict[str, bool] = {self.target: True}
+        self.calls = 0
+        self.hit = False
+        self.minimal: CaseSpec | None = None
+        self.run = self.seen = self.improved = self.declined = 0
+        self.late = False
+
+    def __call__(self, case: CaseSpec) -> None:
+        if declined_reason(self.capabilities, case, self.world_size) is not None:
+            # Not in the batch (draw() dropped it) and never run: it neither counts nor fails.
+            if self.hit:
+                self.declined += 1
+            return
+        fails = self.judge(case) if self.hit else self.walk(case)
+        if fails:
+            # One raise site: Hypothesis tells bugs apart by where they are raised.
+            raise _Failing()
+
+    def walk(self, case: CaseSpec) -> bool:
+        i = self.calls
+        self.calls += 1
+        if canonical(case) != self.target or i < self.index:
+            return False
+        self.hit = True
+        self.minimal = case
+        return True
+
+    def judge(self, case: CaseSpec) -> bool:
+        self.seen += 1
+        key = canonical(case)
+        if key not in self.cache:
+            if time.monotonic() > self.deadline:
+                self.late = True
+                return False
+            self.run += 1
+            self.cache[key] = bool(self.still_fails(case))
+        fails = self.cache[key]
+        if fails:
+            if canonical(self.minimal) != key:
+                self.improved += 1
+            self.minimal = case
+        return fails
+
+
 def shrink_in_batch(batch_seed: int, index: int, failing: CaseSpec, still_fails,
                     deadline: float, capabilities: Capabilities = UNDECLARED,
                     world_size: int | None = None) -> ShrinkOutcome:
@@ -130,49 +187,11 @@ def shrink_in_batch(batch_seed: int, index: int, failing: CaseSpec, still_fails,
     ``deadline`` (candidates then count as passing, and Hypothesis stops improving quickly).
     """
     started = time.monotonic()
-    target = canonical(failing)
-    cache: dict[str, bool] = {target: True}
-    state = {"calls": 0, "hit": False, "minimal": None, "run": 0, "seen": 0, "improved": 0, "late": False,
-             "declined": 0}
-
-    def body(case: CaseSpec) -> None:
-        if declined_reason(capabilities, case, world_size) is not None:
-            # Not in the batch (draw() dropped it) and never run: it neither counts nor fails.
-            if state["hit"]:
-                state["declined"] += 1
-            return
-        if not state["hit"]:
-            i = state["calls"]
-            state["calls"] += 1
-            # The replay must meet the failing case at its index; equality is the safeguard.
-            if canonical(case) != target or i < index:
-                return
-            state["hit"] = True
-            state["minimal"] = case
-            fails = True
-        else:
-            state["seen"] += 1
-            key = canonical(case)
-            if key not in cache:
-                if time.monotonic() > deadline:
-                    state["late"] = True
-                    return
-                state["run"] += 1
-                cache[key] = bool(still_fails(case))
-            fails = cache[key]
-            if fails:
-                if canonical(state["minimal"]) != key:
-                    state["improved"] += 1
-                state["minimal"] = case
-        if fails:
-            # One raise site: Hypothesis tells bugs apart by where they are raised.
-            raise _Failing()
-
+    replay = _Replay(index, failing, still_fails, deadline, capabilities, world_size)
     try:
-        _explore(body, batch_seed, (Phase.generate, Phase.shrink), capabilities)
+        _explore(replay, batch_seed, (Phase.generate, Phase.shrink), capabilities)
     except _Failing:
         pass
-    return ShrinkOutcome(found=state["hit"], minimal=state["minimal"] if state["hit"] else None,
-                         candidates_run=state["run"], candidates_seen=state["seen"], improvements=state["improved"],
-                         out_of_time=state["late"], declined=state["declined"],
-                         seconds=time.monotonic() - started)
+    return ShrinkOutcome(found=replay.hit, minimal=replay.minimal if replay.hit else None,
+                         candidates_run=replay.run, candidates_seen=replay.seen, improvements=replay.improved,
+                         out_of_time=replay.late, declined=replay.declined, seconds=time.monotonic() - started)

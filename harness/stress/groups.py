@@ -29,7 +29,6 @@ Called by :mod:`harness.stress.cli` when ``--groups`` asks for more than one gro
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import signal
@@ -39,6 +38,8 @@ import threading
 import time
 
 from harness.errors import UsageError
+from harness.report.stress_file import read_report
+from harness.report.stress_model import StressReport, Totals
 from harness.runner.interrupts import Interrupted, raise_on_signals
 from harness.stress.progress import Progress
 from harness.stress.repro import die_with_parent
@@ -107,27 +108,20 @@ def split_cases(max_cases: int | None, groups: int) -> list[int | None]:
     return [max_cases // groups + (1 if g < max_cases % groups else 0) for g in range(groups)]
 
 
-def read_header(path: str) -> dict | None:
-    """A ``stress.json``'s totals and failures, without parsing its cases (it ends with them)."""
+def read_totals(path: str) -> StressReport | None:
+    """A group's ``stress.json`` as it stands, or None while there is none (or it is being replaced)."""
     try:
-        with open(path) as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    head, marker, _ = text.partition(',\n "cases": ')
-    try:
-        return json.loads(head + "\n}" if marker else text)
-    except ValueError:
+        return read_report(path)
+    except UsageError:
         return None
 
 
-def combined_totals(headers: list[dict]) -> dict:
+def combined_totals(reports: list[StressReport]) -> Totals:
     """What the progress line shows, over every group: failures counted once per signature."""
-    signatures = {f.get("signature") or f.get("oracle") for h in headers for f in h.get("failures", [])}
-    totals = [h.get("totals", {}) for h in headers]
-    return {"cases": sum(t.get("cases", 0) for t in totals),
-            "failing_cases": sum(t.get("failing_cases", 0) for t in totals),
-            "failures": len(signatures), "reuse_events": sum(t.get("reuse_events", 0) for t in totals)}
+    signatures = {f.signature for r in reports for f in r.failures}
+    return Totals(cases=sum(r.totals.cases for r in reports),
+                  failing_cases=sum(r.totals.failing_cases for r in reports),
+                  failures=len(signatures), reuse_events=sum(r.totals.reuse_events for r in reports))
 
 
 class GroupRun:
@@ -180,8 +174,8 @@ class GroupRun:
         pipe.close()
         self.lines.put((g, None))
 
-    def headers(self) -> list[dict]:
-        found = (read_header(os.path.join(self.folder(g), "stress.json")) for g in range(self.groups))
+    def headers(self) -> list[StressReport]:
+        found = (read_totals(os.path.join(self.folder(g), "stress.json")) for g in range(self.groups))
         return [h for h in found if h is not None]
 
     def wait(self) -> list[int]:

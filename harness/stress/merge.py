@@ -27,14 +27,17 @@ Called by the stress command line (``merge``), and by :mod:`harness.stress.group
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import sys
 
 from harness.errors import OneLineParser, UsageError
-from harness.report.model import CaseReport
-from harness.stress.record import FORMAT, StressRecord, clear_previous, now_iso, publish
+from harness.report.stress_file import StressFile, read_report
+from harness.report.stress_failure import FailureRecord, PartFailure
+from harness.report.stress_model import Draws, PartInfo, StressReport, Timings, Totals
+from harness.stress.record import (
+    case_report_of, clear_previous, now_iso, publish, write_html_of, write_json_of, write_junit_of,
+)
 from harness.stress.repro import display_path
 from harness.stress.summary import print_summary
 
@@ -48,12 +51,12 @@ class Part:
     """One folder's report, and where it came from."""
 
     folder: str
-    data: dict
+    report: StressReport
 
     @property
     def stream(self) -> tuple[int, int]:
-        s = self.data.get("config", {}).get("stream") or {"index": 0, "count": 1}
-        return int(s["index"]), int(s["count"])
+        stream = self.report.config.stream
+        return stream.index, stream.count
 
     @property
     def label(self) -> str:
@@ -61,35 +64,43 @@ class Part:
         return f"{i}/{n}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """What merging takes: the parts kept (one per stream), the parts of the count not given,
+    and what to tell people about them."""
+
+    kept: list
+    missing: tuple
+    warnings: tuple
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing and all(p.report.complete for p in self.kept)
+
+
 def load_part(folder: str) -> Part:
     """The stress report in ``folder``; UsageError (one line) when there is none."""
-    path = os.path.join(folder, "stress.json")
     if not os.path.isdir(folder):
         raise UsageError(f"stress merge: {folder!r} is not a folder")
+    path = os.path.join(folder, "stress.json")
+    if not os.path.isfile(path):
+        raise UsageError(f"stress merge: {folder!r} holds no stress report (no stress.json)")
     try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except FileNotFoundError:
-        raise UsageError(f"stress merge: {folder!r} holds no stress report (no stress.json)") from None
-    except OSError as exc:
-        raise UsageError(f"stress merge: {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"stress merge: {path} is not a stress report (not JSON: {exc.msg} at line "
-                         f"{exc.lineno})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("config"), dict):
-        raise UsageError(f"stress merge: {path} is not a stress report (no 'format: {FORMAT}')")
-    return Part(folder, data)
+        return Part(folder, read_report(path))
+    except UsageError as exc:
+        raise UsageError(f"stress merge: {exc}") from None
 
 
-def check_parts(parts: list[Part]) -> tuple[list[Part], list[str]]:
-    """The parts to merge (one per stream) and the warnings; UsageError for parts that differ."""
-    first = parts[0].data["config"]
+def check_parts(parts: list[Part]) -> Parts:
+    """The parts to merge (one per stream), those missing, and the warnings; UsageError for parts that differ."""
+    first = parts[0].report.config
     for part in parts[1:]:
-        config = part.data["config"]
+        config = part.report.config
         for key, what in SAME:
-            if config.get(key) != first.get(key):
-                raise UsageError(f"stress merge: {part.folder} has {what} {config.get(key)!r} but {parts[0].folder} "
-                                 f"has {first.get(key)!r}: reports of different runs are not merged")
+            if getattr(config, key) != getattr(first, key):
+                raise UsageError(f"stress merge: {part.folder} has {what} {getattr(config, key)!r} but "
+                                 f"{parts[0].folder} has {getattr(first, key)!r}: reports of different runs are "
+                                 f"not merged")
         if part.stream[1] != parts[0].stream[1]:
             raise UsageError(f"stress merge: {part.folder} is part {part.label} but {parts[0].folder} is part "
                              f"{parts[0].label}: parts of different counts overlap and are not merged")
@@ -98,7 +109,7 @@ def check_parts(parts: list[Part]) -> tuple[list[Part], list[str]]:
     for part in parts:
         i = part.stream[0]
         if i in by_index:
-            keep = max(by_index[i], part, key=lambda p: (bool(p.data.get("complete")), p.data.get("started_at") or ""))
+            keep = max(by_index[i], part, key=lambda p: (p.report.complete, p.report.started_at or ""))
             drop = part if keep is by_index[i] else by_index[i]
             warnings.append(f"warning: part {part.label} given twice ({by_index[i].folder}, {part.folder}; a retried "
                             f"job?): merging {keep.folder}, leaving out {drop.folder}")
@@ -106,129 +117,93 @@ def check_parts(parts: list[Part]) -> tuple[list[Part], list[str]]:
         else:
             by_index[i] = part
     count = parts[0].stream[1]
-    missing = [f"{i}/{count}" for i in range(count) if i not in by_index]
+    missing = tuple(f"{i}/{count}" for i in range(count) if i not in by_index)
     if missing:
         warnings.append(f"warning: part{'s' * (len(missing) > 1)} {', '.join(missing)} missing: the merged report "
                         f"is incomplete")
     kept = [by_index[i] for i in sorted(by_index)]
     for part in kept:
-        if not part.data.get("complete"):
-            why = part.data.get("interrupted") or part.data.get("error") or "killed before it finished"
+        r = part.report
+        if not r.complete:
+            why = r.interrupted or r.error or "killed before it finished"
             warnings.append(f"warning: part {part.label} ({part.folder}) did not finish ({why}): merged with the "
-                            f"{len(part.data.get('cases', []))} cases it finished")
-    return kept, warnings
+                            f"{len(r.cases)} cases it finished")
+    return Parts(kept, missing, tuple(warnings))
 
 
-def _repro_rank(repro: dict | None) -> tuple:
-    """Smaller is better: verified first, then fewest cases, then the simplest case."""
-    if not repro:
-        return (2, 0, 0, 0, 0)
-    return (0 if repro.get("verified") else 1, repro.get("cases") or 0, repro.get("steps") or 0,
-            repro.get("models") or 0, repro.get("layers") or 0)
-
-
-def merge_failures(parts: list[Part]) -> tuple[list[dict], dict]:
+def merge_failures(parts: list[Part]) -> tuple[list[FailureRecord], dict]:
     """Failures by signature over every part; and (part label, its failure n) -> merged n."""
-    merged: dict[str, dict] = {}
+    merged: dict[str, FailureRecord] = {}
     numbers: dict[tuple, int] = {}
     for part in parts:
-        for f in part.data.get("failures", []):
-            sig = f.get("signature") or f["oracle"]
-            m = merged.get(sig)
+        for f in part.report.failures:
+            m = merged.get(f.signature)
             if m is None:
-                m = merged[sig] = dict(f, n=len(merged) + 1, count=0, cases=[], parts=[], found_in=part.label,
-                                       repro=None, repro_from=None, repro_source=None)
-            numbers[(part.label, f["n"])] = m["n"]
-            m["count"] += f.get("count", 0)
-            m["cases"] = (m["cases"] + list(f.get("cases", [])))[:MAX_NAMES_PER_FAILURE]
-            m["parts"].append({"part": part.label, "folder": part.folder, "n": f["n"], "count": f.get("count", 0),
-                               "status": f.get("status")})
-            if f.get("repro") and _repro_rank(f["repro"]) < _repro_rank(m["repro"]):
-                m["repro"], m["repro_from"], m["repro_source"] = dict(f["repro"]), part.label, part.folder
-                m["status"] = f.get("status")
-                m["replay"] = f.get("replay")
+                m = merged[f.signature] = dataclasses.replace(
+                    f, n=len(merged) + 1, count=0, cases=[], parts=[], found_in=part.label, repro=None,
+                    repro_from=None, repro_source=None, other_tries=list(f.other_tries))
+            numbers[(part.label, f.n)] = m.n
+            m.count += f.count
+            m.cases = (m.cases + list(f.cases))[:MAX_NAMES_PER_FAILURE]
+            m.parts.append(PartFailure(part.label, part.folder, f.n, f.count, f.status))
+            if f.repro is not None and f.repro_rank() < m.repro_rank():
+                m.repro, m.repro_from, m.repro_source = f.repro, part.label, part.folder
+                m.status = f.status
+                m.replay = f.replay
     return list(merged.values()), numbers
 
 
-def _adopt_repro(failure: dict, out_dir: str) -> None:
+def _adopt_repro(failure: FailureRecord, out_dir: str) -> None:
     """Copy the failure's repro file into OUT as ``repro-<n>.json`` and point its command there."""
-    repro = failure.get("repro")
-    if not repro or not repro.get("file"):
+    repro = failure.repro
+    if repro is None or not repro.file:
         return
-    source = os.path.join(failure["repro_source"], os.path.basename(repro["file"]))
+    source = os.path.join(failure.repro_source, os.path.basename(repro.file))
     if not os.path.isfile(source):
-        failure["repro"]["note_merge"] = f"{source} is missing: the command names the shard's own path"
+        failure.repro = dataclasses.replace(repro, note_merge=f"{source} is missing: the command names the shard's "
+                                                              f"own path")
         return
-    target = os.path.join(out_dir, f"repro-{failure['n']}.json")
+    target = os.path.join(out_dir, f"repro-{failure.n}.json")
     shutil.copyfile(source, target)
     publish(target)
-    old, new = repro["file"], display_path(target)
-    repro["file"] = new
-    if repro.get("command"):
-        repro["command"] = repro["command"].replace(old, new)
+    new = display_path(target)
+    failure.repro = dataclasses.replace(repro, file=new, command=repro.command.replace(repro.file, new))
 
 
-class MergedRecord(StressRecord):
-    """A :class:`StressRecord` made of the parts' records: what the writers read."""
-
-    def __init__(self, parts: list[Part], out_dir: str, warnings: list[str], config_extra=None,
-                 interrupted: str | None = None):
-        first = parts[0].data
-        config = dict(first["config"], **(config_extra or {}))
-        config["merged_from"] = [{"part": p.label, "folder": p.folder, "complete": bool(p.data.get("complete")),
-                                  "cases": len(p.data.get("cases", [])),
-                                  "cases_per_s": p.data.get("totals", {}).get("cases_per_s", 0.0)} for p in parts]
-        super().__init__(config, out_dir)
-        self.parts = parts
-        self.warnings = list(warnings)
-        self.started_at = min(p.data.get("started_at") or now_iso() for p in parts)
-        self.finished_at = max((p.data.get("finished_at") or "") for p in parts) or None
-        self.complete = all(p.data.get("complete") for p in parts) and not any("missing" in w for w in warnings)
-        stopped = [f"part {p.label}: {p.data['interrupted']}" for p in parts if p.data.get("interrupted")]
-        self.interrupted = "; ".join(([interrupted] if interrupted else []) + stopped) or None
-        errors = [f"part {p.label}: {p.data['error']}" for p in parts if p.data.get("error")]
-        self.error = "; ".join(errors) or None
-        self.failures, numbers = merge_failures(parts)
-        for f in self.failures:
-            _adopt_repro(f, out_dir)
-        for p in parts:
-            label = p.label
-            for b in p.data.get("batches", []):
-                self.batches.append(dict(b, part=label))
-            for c in p.data.get("cases", []):
-                entry = dict(c, part=label, failure=numbers.get((label, c.get("failure"))) if c.get("failure") else None)
-                self.cases.append(entry)
-                self._case_json.append(json.dumps(entry, separators=(",", ":")))
-                self.case_reports.append(_case_report(entry))
-            t = p.data.get("totals", {})
-            self.draws += t.get("draws", 0)
-            self.declined += t.get("declined_draws", 0)
-            for reason, n in (t.get("declined_reasons") or {}).items():
-                self.declined_reasons[reason] = self.declined_reasons.get(reason, 0) + n
-            for key in self.time:
-                self.time[key] += t.get(key, 0.0)
-        self._elapsed_final = max((p.data.get("totals", {}).get("elapsed_s", 0.0) for p in parts), default=0.0)
-        if self.finished_at is None:
-            self.finished_at = now_iso()
-
-    def totals(self) -> dict:
-        t = super().totals()
-        rates = [p.data.get("totals", {}) for p in self.parts]
-        t["cases_per_s"] = round(sum(r.get("cases_per_s", 0.0) for r in rates), 3)
-        t["cases_per_s_running"] = round(sum(r.get("cases_per_s_running", 0.0) for r in rates), 3)
-        t["parts"] = len(self.parts)
-        return t
-
-    def header(self) -> dict:
-        return dict(super().header(), warnings=self.warnings)
-
-
-def _case_report(entry: dict) -> CaseReport:
-    return CaseReport(name=entry["name"], outcome=entry["outcome"], oracle=entry.get("oracle"),
-                      oracles=list(entry.get("oracles") or []), ranks=list(entry.get("ranks") or []),
-                      reuse_events=entry.get("reuse_events", 0), detail=entry.get("detail", ""),
-                      steps_compared=entry.get("steps_compared", 0), models_built=entry.get("models_built", 0),
-                      duration_s=entry.get("duration_s", 0.0), skip_reason=entry.get("skip_reason") or "")
+def merged_report(parts: Parts, out_dir: str, config_extra=None, interrupted: str | None = None) -> StressReport:
+    """One report composed of the parts' reports: their cases and batches labelled with their
+    part, their failures joined by signature, their counts and times summed, the elapsed time
+    the longest part's; complete when every part finished and none is missing."""
+    kept = parts.kept
+    merged_from = tuple(PartInfo(p.label, p.folder, p.report.complete, len(p.report.cases),
+                                 p.report.totals.cases_per_s) for p in kept)
+    config = dataclasses.replace(kept[0].report.config, merged_from=merged_from, **(config_extra or {}))
+    failures, numbers = merge_failures(kept)
+    for f in failures:
+        _adopt_repro(f, out_dir)
+    cases, batches, draws, time = [], [], Draws(), Timings()
+    for p in kept:
+        label = p.label
+        batches += [dataclasses.replace(b, part=label) for b in p.report.batches]
+        cases += [dataclasses.replace(c, part=label, failure=numbers.get((label, c.failure)) if c.failure else None)
+                  for c in p.report.cases]
+        t = p.report.totals
+        d = t.draw_counts()
+        draws.add(d.draws, d.declined, d.declined_reasons)
+        time.add(t.timings())
+    stopped = [f"part {p.label}: {p.report.interrupted}" for p in kept if p.report.interrupted]
+    errors = [f"part {p.label}: {p.report.error}" for p in kept if p.report.error]
+    rates = (round(sum(p.report.totals.cases_per_s for p in kept), 3),
+             round(sum(p.report.totals.cases_per_s_running for p in kept), 3))
+    elapsed = max((p.report.totals.elapsed_s for p in kept), default=0.0)
+    totals = Totals.of(cases, len(failures), len(batches), draws, time, elapsed, config.capabilities, rates,
+                       parts=len(kept))
+    return StressReport(
+        config=config, started_at=min(p.report.started_at or now_iso() for p in kept), totals=totals,
+        seed=config.seed, finished_at=max((p.report.finished_at or "") for p in kept) or now_iso(),
+        complete=parts.complete, interrupted="; ".join(([interrupted] if interrupted else []) + stopped) or None,
+        error="; ".join(errors) or None, failures=tuple(failures), batches=tuple(batches),
+        warnings=parts.warnings, missing_parts=parts.missing, cases=tuple(cases))
 
 
 def check_out(out_dir: str, folders: list[str]) -> None:
@@ -240,29 +215,30 @@ def check_out(out_dir: str, folders: list[str]) -> None:
             raise UsageError(f"stress merge: OUT {out_dir!r} is also one of the folders to merge")
 
 
-def merge(out_dir: str, folders: list[str], config_extra=None, stream=None, interrupted: str | None = None) -> MergedRecord:
+def merge(out_dir: str, folders: list[str], config_extra=None, stream=None,
+          interrupted: str | None = None) -> StressReport:
     """Check and load every folder, then write OUT's reports; UsageError before anything is written.
     ``interrupted``: why the run that made the folders was stopped (a ``--groups`` run's signal)."""
     if not folders:
         raise UsageError("stress merge: no folders to merge (usage: stress merge OUT DIR...)")
     check_out(out_dir, folders)
-    parts, warnings = check_parts([load_part(folder) for folder in folders])
+    parts = check_parts([load_part(folder) for folder in folders])
     try:
         os.makedirs(out_dir, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"stress merge: OUT {out_dir!r} cannot be created: {exc.strerror or exc}") from None
     clear_previous(out_dir, run_folders=False)
     stream = stream or sys.stderr
-    for line in warnings:
+    for line in parts.warnings:
         print(line, file=stream)
-    record = MergedRecord(parts, out_dir, warnings, config_extra, interrupted)
-    record.write_json()
-    record.write_junit()
+    report = merged_report(parts, out_dir, config_extra, interrupted)
+    write_json_of(report, StressFile(os.path.join(out_dir, "stress.json")))
+    write_junit_of(report, [case_report_of(c) for c in report.cases], out_dir)
     try:
-        record.write_html()
+        write_html_of(report, out_dir)
     except Exception as exc:      # a plot that cannot be drawn must not cost the merge its results
         print(f"warning: could not write index.html: {type(exc).__name__}: {exc}", file=stream)
-    return record
+    return report
 
 
 def build_parser():
@@ -275,9 +251,9 @@ def build_parser():
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    record = merge(args.out, args.folders)
-    print_summary(record)
-    for f in record.failures:
-        parts = ", ".join(p["part"] for p in f["parts"])
-        print(f"failure #{f['n']} appeared in part{'s' * (len(f['parts']) > 1)} {parts}")
-    return 1 if record.totals()["failing_cases"] else 0
+    report = merge(args.out, args.folders)
+    print_summary(report, args.out)
+    for f in report.failures:
+        parts = ", ".join(p.part for p in f.parts)
+        print(f"failure #{f.n} appeared in part{'s' * (len(f.parts) > 1)} {parts}")
+    return 1 if report.totals.failing_cases else 0

@@ -27,16 +27,16 @@ class Progress:
         self._width = 0
         self.phase = "starting"
 
-    def line(self, totals: dict) -> str:
+    def line(self, totals) -> str:
         elapsed = time.monotonic() - self.t0
         frac = min(1.0, elapsed / self.budget_s) if self.budget_s > 0 else 1.0
         bar = "#" * int(frac * 20) + "." * (20 - int(frac * 20))
-        rate = totals["cases"] / elapsed if elapsed > 0 else 0.0
-        return (f"stress [{bar}] {_clock(elapsed)}/{_clock(self.budget_s)}  cases {totals['cases']}  "
-                f"failures {totals['failing_cases']} ({totals['failures']} distinct)  reuse {totals['reuse_events']}  "
+        rate = totals.cases / elapsed if elapsed > 0 else 0.0
+        return (f"stress [{bar}] {_clock(elapsed)}/{_clock(self.budget_s)}  cases {totals.cases}  "
+                f"failures {totals.failing_cases} ({totals.failures} distinct)  reuse {totals.reuse_events}  "
                 f"{rate:.2f} cases/s  {self.phase}")
 
-    def update(self, totals: dict, force: bool = False) -> None:
+    def update(self, totals, force: bool = False) -> None:
         now = time.monotonic()
         if self.tty:
             if force or now - self._last_draw >= 0.2:
@@ -58,7 +58,7 @@ class Progress:
         self.stream.write(text + "\n")
         self.stream.flush()
 
-    def close(self, totals: dict) -> None:
+    def close(self, totals) -> None:
         self.update(totals, force=True)
         if self.tty:
             self.stream.write("\n")

@@ -16,9 +16,11 @@ import sys
 import tempfile
 import time
 
-from harness.report.model import write_atomic
+from harness.files import write_atomic
+from harness.report.model import read_case
+from harness.report.stress_failure import Check
 from harness.runner.config import RunConfig
-from harness.stress.signature import same_failure
+from harness.stress.signature import primary, same_failure
 
 _PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -66,7 +68,7 @@ def die_with_parent() -> None:
         _PRCTL(1, signal.SIGTERM)   # PR_SET_PDEATHSIG
 
 
-def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float, wanted: str | None = None) -> dict:
+def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float, wanted: str | None = None) -> Check:
     """Run the command once in a fresh process; did ``case_name`` fail (exit 1) as the failure of
     ``oracle`` with signature ``wanted`` did (:func:`~harness.stress.signature.same_failure`)?"""
     fd, json_path = tempfile.mkstemp(prefix="fp8h-verify-", suffix=".json")
@@ -88,20 +90,17 @@ def verify(argv: list[str], case_name: str, oracle: str, timeout_s: float, wante
         _unlink(json_path)
         raise
     seconds = time.monotonic() - started
-    got = detail = None
+    got = None
     try:
-        with open(json_path) as fh:
-            data = json.load(fh)
-        for case in data.get("cases", []):
-            if case.get("name") == case_name:
-                got, detail = case.get("oracle"), case.get("detail") or ""
-    except (OSError, ValueError):
+        case = read_case(json_path, case_name)
+        got = primary(case) if case is not None else None
+    except (OSError, ValueError, TypeError):
         pass
     _unlink(json_path)
     text = out.decode(errors="replace") if out else ""
-    reproduced = (not timed_out) and proc.returncode == 1 and same_failure(got, detail, case_name, oracle, wanted)
-    return {"reproduced": reproduced, "exit_code": proc.returncode, "oracle": got, "timed_out": timed_out,
-            "seconds": round(seconds, 2), "output_tail": text[-1500:]}
+    reproduced = (not timed_out) and proc.returncode == 1 and same_failure(got, oracle, wanted)
+    return Check(reproduced=reproduced, exit_code=proc.returncode, oracle=got.oracle if got is not None else None,
+                 timed_out=timed_out, seconds=round(seconds, 2), output_tail=text[-1500:])
 
 
 def _stop(proc: subprocess.Popen) -> bytes:

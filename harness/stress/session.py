@@ -1,6 +1,6 @@
 """The stress loop: batches of generated cases until the time budget is spent.
 
-Each batch is drawn from the seed by Hypothesis, inside what the stack declares it runs
+Each batch (:class:`harness.stress.batch.BatchRun`) is drawn from the seed by Hypothesis, inside what the stack declares it runs
 (:mod:`harness.stacks.capabilities`), and run on ONE persistent rank group (in this process for
 ``--launcher inproc``) by :func:`harness.runner.session.run`, the runner of ``python -m harness
 run``, from empty registries. After every case the record is updated and ``stress.json`` rewritten.
@@ -24,33 +24,24 @@ import os
 import signal
 import time
 
-from harness.case.data import derive_seed
 from harness.errors import HarnessError, UsageError
+from harness.report.stress_failure import OtherTry, Replay, Repro, Status
+from harness.report.stress_model import Batch, StreamInfo, StressConfig
 from harness.runner.config import RunConfig
 from harness.runner.interrupts import Interrupted, raise_on_signals
-from harness.runner.session import run
 from harness.stacks import load_stack
 from harness.stacks.capabilities import capabilities_of, world_declined_reason
+from harness.stress.batch import BatchRun
 from harness.stress.candidates import candidate_runner
 from harness.stress.claims import Claims, OwnClaims
-from harness.stress.explore import DRAW_LIMIT, draw
+from harness.stress.explore import DRAW_LIMIT
 from harness.stress.progress import Progress
-from harness.stress.record import COMMUNICATION_ORACLES, StressRecord
+from harness.stress.record import StressRecord
 from harness.stress.repro import command_text, display_path, run_command, write_case_file
 from harness.stress.shrink import Budget, FailureContext, Shrinker
-from harness.stress.signature import signature
 from harness.stress.streams import Stream
-from harness.stress.strategies import describe
 
-MAX_NAMES_PER_FAILURE = 200
-MAX_TRIES = 3              # cases tried per kind of failure until one gives a repro that reproduces
 HTML_EVERY_S = 300.0       # index.html between batches at most this often (plots cost seconds)
-
-
-class BatchStop(Exception):
-    """Raised from the per-case callback to end a batch early (its group is stopped on the way out).
-
-    Not a HarnessError: the runners treat those as the run failing, and this is no failure."""
 
 
 @dataclasses.dataclass
@@ -81,23 +72,20 @@ class StressSession:
         self.opts = opts
         self.claims = claims or OwnClaims()
         self.progress = progress or Progress(opts.budget_s)
-        config = {
-            "sut": cfg.sut, "sut_options": dict(cfg.sut_options() or {}), "launcher": cfg.launcher.value,
-            "world_size": cfg.world_size, "seed": opts.seed, "reuse": cfg.reuse.text(),
-            "minutes": opts.minutes, "deadline_s": cfg.deadline_s, "strict": cfg.strict,
-            "isolation": cfg.isolation, "batch_seconds": opts.batch_seconds, "batch_size": opts.batch_size,
-            "shrink_share": opts.shrink_share, "shrink_per_failure_s": opts.shrink_per_failure_s,
-            "max_cases": opts.max_cases, "max_failures": opts.max_failures,
-            "stream": opts.stream.to_dict(),
-            "shard": opts.shard.text() if opts.shard is not None else None,
-            "groups": opts.groups, "group": opts.group, **(config_extra or {}),
-        }
         # What the stack runs: batches are drawn from it, and a world size it declines is bad input.
         self.capabilities = capabilities_of(load_stack(cfg.sut, cfg.sut_options()))
         refused = world_declined_reason(self.capabilities, cfg.world_size)
         if refused is not None:
             raise UsageError(f"--sut {cfg.sut} declines {refused}")
-        config["capabilities"] = self.capabilities.to_dict()
+        config = StressConfig(
+            sut=cfg.sut, sut_options=dict(cfg.sut_options() or {}), launcher=cfg.launcher.value,
+            world_size=cfg.world_size, seed=opts.seed, reuse=cfg.reuse.text(), minutes=opts.minutes,
+            deadline_s=cfg.deadline_s, strict=cfg.strict, isolation=cfg.isolation,
+            batch_seconds=opts.batch_seconds, batch_size=opts.batch_size, shrink_share=opts.shrink_share,
+            shrink_per_failure_s=opts.shrink_per_failure_s, max_cases=opts.max_cases,
+            max_failures=opts.max_failures, stream=StreamInfo(opts.stream.index, opts.stream.count),
+            shard=opts.shard.text() if opts.shard is not None else None, groups=opts.groups, group=opts.group,
+            capabilities=self.capabilities.to_dict(), **(config_extra or {}))
         self.record = StressRecord(config, opts.out_dir)
         self.shrinker = Shrinker(cfg, Budget(opts.budget_s * opts.shrink_share, opts.shrink_per_failure_s),
                                  candidate_runner, note=self.progress.note, capabilities=self.capabilities)
@@ -110,12 +98,12 @@ class StressSession:
         try:
             self.record.write_json()
             j = 0
-            while not self._time_up() and not self._enough_cases():
+            while not self.time_up() and not self.enough_cases():
                 if j and self._too_late_for_a_batch():
                     break
                 self._run_batch(self.opts.stream.batch(j))
                 j += 1
-                if not self._time_up() and not self._enough_cases():
+                if not self.time_up() and not self.enough_cases():
                     self._write_reports(html=time.monotonic() - self._html_at >= HTML_EVERY_S)
             self.record.complete = True
         except Interrupted as exc:
@@ -145,16 +133,16 @@ class StressSession:
                     signal.signal(sig, handler)
         return self.record
 
-    def _time_up(self) -> bool:
+    def time_up(self) -> bool:
         return time.monotonic() >= self.deadline
 
     def _too_late_for_a_batch(self) -> bool:
         """Starting a group that would spend most of the time left starting: not worth it."""
-        startups = [b["startup_s"] for b in self.record.batches if b.get("startup_s") is not None]
+        startups = [b.startup_s for b in self.record.batches if b.startup_s is not None]
         startup = sum(startups) / len(startups) if startups else 0.0
         return self.deadline - time.monotonic() < max(5.0, 2 * startup)
 
-    def _enough_cases(self) -> bool:
+    def enough_cases(self) -> bool:
         """Stop early: as many cases, or as many kinds of failure, as asked for."""
         if self.opts.max_cases is not None and len(self.record.cases) >= self.opts.max_cases:
             return True
@@ -165,9 +153,9 @@ class StressSession:
 
     def _account(self) -> None:
         t = self.record.time
-        t["shrink_s"] = self.shrinker.shrink_s
-        t["verify_s"] = self.shrinker.verify_s
-        t["group_start_s"] = self.shrinker.group_start_s
+        t.shrink_s = self.shrinker.shrink_s
+        t.verify_s = self.shrinker.verify_s
+        t.group_start_s = self.shrinker.group_start_s
 
     def _write_reports(self, html: bool = True) -> None:
         self._account()
@@ -187,7 +175,7 @@ class StressSession:
     # --- one batch ---------------------------------------------------------------------------
     def _batch_size(self) -> int:
         """How many cases to draw: enough for the batch's time at the rate seen so far, with room."""
-        t = self.record.time["running_s"]
+        t = self.record.time.running_s
         if not self.record.cases or t <= 0:
             # Short runs draw fewer (drawing a hundred cases takes about a second).
             return max(20, min(self.opts.batch_size, int(self.opts.budget_s * 2)))
@@ -195,132 +183,34 @@ class StressSession:
         return max(20, min(DRAW_LIMIT, int(rate * self.opts.batch_seconds * 1.5) + 10))
 
     def _run_batch(self, b: int) -> None:
-        rec = self.record
-        batch_seed = batch_seed_of(self.opts.seed, b)
-        size = self._batch_size()
-        self.progress.phase = f"batch {b}: drawing cases"
-        self.progress.update(rec.totals(), force=True)
-        drawn, cases = batch_cases(self.opts.seed, b, size, self.capabilities, self.cfg.world_size)
-        rec.add_draws(drawn)
-        if not cases:
-            reasons = ", ".join(drawn.declined_reasons) or "no case drawn"
-            raise UsageError(f"--sut {self.cfg.sut} declined all {drawn.draws} cases drawn for batch {b}: {reasons}")
-        batch_start = rec.elapsed()
-        info = {"index": b, "seed": batch_seed, "size": size, "started_s": round(batch_start, 3), "cases_run": 0,
-                "ended": None, "duration_s": None, "startup_s": None, "file": None}
-        rec.batches.append(info)
-        batch_deadline = time.monotonic() + self.opts.batch_seconds
-        state = {"seen": 0, "segment": 0, "last_t": batch_start}
-        pending: list[FailureContext] = []
-        walls: dict[str, float] = {}
-        self.progress.phase = f"batch {b}: starting ranks"
-        self.progress.update(rec.totals(), force=True)
-
-        def on_case(report) -> None:
-            for case_report in report.cases[state["seen"]:]:
-                i = state["seen"]
-                state["seen"] += 1
-                spec = cases[i]
-                started = state["last_t"]
-                if i == 0:   # the group's start-up is not the case's
-                    started = max(batch_start, rec.elapsed() - case_report.duration_s)
-                    info["startup_s"] = round(started - batch_start, 2)
-                oracle = case_report.oracle
-                sig = signature(oracle, case_report.detail, [spec.name]) if oracle else None
-                known = rec.failure_for(sig) if oracle else None
-                n = None
-                if oracle:
-                    n = known["n"] if known else len(rec.failures) + 1
-                entry = rec.add_case(b, i, spec, case_report, started, n, sig)
-                walls[spec.name] = entry["wall_s"]
-                state["last_t"] = rec.elapsed()
-                if oracle and known is None:
-                    failure = rec.new_failure(oracle, entry, spec, i - state["segment"], sig)
-                    owner = self.claims.claim(sig)
-                    if owner is None:
-                        pending.append(FailureContext(failure, cases, batch_seed, size, i, state["segment"], walls))
-                        self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: new failure #{n}")
-                    else:
-                        failure["status"] = "shrunk by another group"
-                        failure["shrunk_by_group"] = owner
-                        self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: new failure #{n}, "
-                                           f"found first by group {owner}, which shrinks it")
-                elif known is not None:
-                    known["count"] += 1
-                    if len(known["cases"]) < MAX_NAMES_PER_FAILURE:
-                        known["cases"].append(case_report.name)
-                    retry = known["status"] == "not reproduced" and known.get("tries", 1) < MAX_TRIES
-                    if retry:
-                        # Its repro did not reproduce (a failure that depends on where the allocator put
-                        # things): this case may give a repro that does.
-                        pending.append(FailureContext(known, cases, batch_seed, size, i, state["segment"], walls))
-                    self.progress.note(f"FAIL  {case_report.name} [{oracle}] {describe(spec)}: failure #{n} again"
-                                       + ("; its repro did not reproduce, trying this case" if retry else ""))
-                if set(case_report.oracles) & set(COMMUNICATION_ORACLES) or "broke its group" in case_report.detail:
-                    state["segment"] = i + 1    # the runner recycles or restarts the group here
-                info["cases_run"] = state["seen"]
-            self.progress.phase = f"batch {b}"
-            rec.write_json()
-            self.progress.update(rec.totals())
-            if report.interrupted:
-                return     # the runner is winding down after a signal or an error: let it finish
-            if pending:
-                raise BatchStop("a new kind of failure: shrink it first")
-            if self._time_up():
-                raise BatchStop("time budget spent")
-            if time.monotonic() >= batch_deadline:
-                raise BatchStop("batch time spent")
-            if self._enough_cases():
-                raise BatchStop("enough cases")
-
-        cfg = self.cfg.replace(cases=cases, json_path=None, junit_path=None)
-        ended = "all cases run"
-        t_run = time.monotonic()
-        try:
-            report = run(cfg, on_case)
-            if report.interrupted:
-                raise Interrupted(report.interrupted)
-        except BatchStop as stop:
-            ended = str(stop)
-        finally:
-            rec.time["running_s"] += time.monotonic() - t_run
-            info["ended"] = ended
-            info["duration_s"] = round(rec.elapsed() - batch_start, 2)
-            if state["seen"]:
-                path = os.path.join(self.opts.out_dir, "batches", f"batch-{b:03d}.json")
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                write_case_file(path, cases[:state["seen"]])
-                info["file"] = display_path(path)
-                info["replay"] = command_text(run_command(self.cfg, path))
-            for ctx in pending:
-                self._provisional(ctx, info)
-            rec.write_json()
-        for ctx in pending:
-            self._reproduce(ctx, info)
+        batch = BatchRun(self, b)
+        batch.draw(self._batch_size())
+        batch.run()
+        for ctx in batch.pending:
+            self._reproduce(ctx, batch.info)
 
     # --- a new failure -----------------------------------------------------------------------
-    def _provisional(self, ctx: FailureContext, batch_info: dict) -> None:
+    def provisional(self, ctx: FailureContext, batch: Batch) -> None:
         """An unchecked repro (the case and what ran before it in its group), written at once, so
         that a run killed while shrinking still leaves a command behind."""
         failure = ctx.failure
-        if failure.get("repro"):
+        if failure.repro is not None:
             return     # a retry: keep the earlier (checked) repro until this one does better
-        failure["replay"] = {"file": batch_info["file"], "command": batch_info["replay"],
-                             "case": ctx.batch_cases[ctx.index].name}
-        path = os.path.join(self.opts.out_dir, f"repro-{failure['n']}.json")
+        failure.replay = Replay(batch.file, batch.replay, ctx.batch_cases[ctx.index].name)
+        path = os.path.join(self.opts.out_dir, f"repro-{failure.n}.json")
         provisional = ctx.batch_cases[ctx.segment_start:ctx.index + 1]
         write_case_file(path, provisional)
-        failure["repro"] = {"file": display_path(path), "command": command_text(run_command(self.cfg, path)),
-                            "kind": "unshrunk", "cases": len(provisional), "verified": None}
-        failure["status"] = "found; repro not checked yet"
+        failure.repro = Repro(file=display_path(path), command=command_text(run_command(self.cfg, path)),
+                              kind="unshrunk", cases=len(provisional), verified=None)
+        failure.status = Status.UNCHECKED
 
-    def _reproduce(self, ctx: FailureContext, batch_info: dict) -> None:
+    def _reproduce(self, ctx: FailureContext, batch: Batch) -> None:
         failure = ctx.failure
-        n = failure["n"]
-        retry = failure.get("tries", 0) > 0
-        failure["tries"] = failure.get("tries", 0) + 1
+        n = failure.n
+        retry = failure.tries > 0
+        failure.tries += 1
         if not retry:
-            failure["status"] = "shrinking"
+            failure.status = Status.SHRINKING
         self.progress.phase = f"shrinking failure #{n}"
         self.record.write_json()
         final = os.path.join(self.opts.out_dir, f"repro-{n}.json")
@@ -329,54 +219,35 @@ class StressSession:
             result = self.shrinker.reproduce(ctx, path)
         except (Interrupted, KeyboardInterrupt):
             if not retry:
-                failure["status"] = "interrupted while shrinking; repro not checked"
+                failure.status = Status.INTERRUPTED
             raise
         finally:
             self._account()
-        if retry and result["verified"]:
+        if retry and result.verified:
             # The same cases under the name the report promises; the command differs only in the path.
             os.replace(path, final)
-            result["file"] = display_path(final)
-            result["command"] = command_text(run_command(self.cfg, final))
+            result = dataclasses.replace(result, file=display_path(final),
+                                         command=command_text(run_command(self.cfg, final)))
         elif retry:
             os.unlink(path)
-        if retry and not result["verified"]:
-            failure.setdefault("other_tries", []).append({k: result.get(k) for k in ("target", "kind", "cases",
-                                                                                     "note", "attempts")})
+        if retry and not result.verified:
+            failure.other_tries.append(OtherTry.of(result))
             self.record.write_json()
-            self.progress.note(f"failure #{n} [{failure['oracle']}]: {result['target']} did not give a repro that "
+            self.progress.note(f"failure #{n} [{failure.oracle}]: {result.target} did not give a repro that "
                                f"reproduces either")
             return
         if retry:
-            failure.setdefault("other_tries", []).append({k: failure["repro"].get(k) for k in (
-                "target", "kind", "cases", "note", "attempts")})
-        failure["repro"] = result
-        failure["replay"] = {"file": batch_info["file"], "command": batch_info["replay"],
-                             "case": ctx.batch_cases[ctx.index].name}
-        failure["status"] = "reproduced" if result["verified"] else "not reproduced"
+            failure.other_tries.append(OtherTry.of(failure.repro))
+        failure.repro = result
+        failure.replay = Replay(batch.file, batch.replay, ctx.batch_cases[ctx.index].name)
+        failure.status = Status.REPRODUCED if result.verified else Status.NOT_REPRODUCED
         self.record.write_json()
-        if result["verified"]:
-            self.progress.note(f"failure #{n} [{failure['oracle']}]: {result['kind']} repro, {result['cases']} case"
-                               f"{'s' * (result['cases'] != 1)} ({result['describe']}), reproduced in a fresh "
-                               f"process:\n  {result['command']}")
+        if result.verified:
+            self.progress.note(f"failure #{n} [{failure.oracle}]: {result.kind} repro, {result.cases} case"
+                               f"{'s' * (result.cases != 1)} ({result.describe}), reproduced in a fresh "
+                               f"process:\n  {result.command}")
         else:
-            v = result["verification"]
-            runs = f"; {v['reproduced_runs']} of {v['runs']} runs did" if v.get("runs", 1) > 1 else ""
-            self.progress.note(f"failure #{n} [{failure['oracle']}]: NOT reproduced in a fresh process (exit "
-                               f"{v['exit_code']}, oracle {v['oracle']}{runs}); batch replay:\n  {batch_info['replay']}")
-
-
-def batch_seed_of(seed: int, b: int) -> int:
-    """The Hypothesis seed of the seed's batch number ``b``."""
-    return derive_seed("stress-batch", seed, b)
-
-
-def batch_cases(seed: int, b: int, size: int, capabilities, world_size: int) -> tuple:
-    """Batch ``b`` of ``seed``: its draw (:class:`~harness.stress.explore.DrawnBatch`) and its
-    first ``size`` cases as they run. The batch number (the seed's, not a stream's count) names
-    each case and seeds its data, so that no two batches of a seed, in any shard or group, run a
-    case with the same spec and data seed (Hypothesis starts every draw with the simplest case)."""
-    drawn = draw(batch_seed_of(seed, b), size, capabilities, world_size)
-    cases = [c.with_(name=f"stress/b{b:03d}/c{i:03d}", data_seed=derive_seed("stress-data", seed, b, i))
-             for i, c in enumerate(drawn.cases)]
-    return drawn, cases
+            v = result.verification
+            runs = f"; {v.reproduced_runs} of {v.runs} runs did" if v.runs > 1 else ""
+            self.progress.note(f"failure #{n} [{failure.oracle}]: NOT reproduced in a fresh process (exit "
+                               f"{v.exit_code}, oracle {v.oracle}{runs}); batch replay:\n  {batch.replay}")

@@ -31,10 +31,11 @@ import dataclasses
 import time
 
 from harness.errors import SetupError
+from harness.report.stress_failure import Attempt, Check, FailureRecord, Repro, ShrinkInfo
 from harness.stacks.capabilities import UNDECLARED, Capabilities
 from harness.stress.explore import shrink_in_batch
 from harness.stress.repro import command_text, display_path, run_command, verify, write_case_file
-from harness.stress.signature import same_failure
+from harness.stress.signature import primary, same_failure
 from harness.stress.strategies import complexity, describe
 
 
@@ -42,7 +43,7 @@ from harness.stress.strategies import complexity, describe
 class FailureContext:
     """Where a new failure was found: its batch, its index, the cases before it in its group."""
 
-    failure: dict
+    failure: FailureRecord
     batch_cases: list          # every case of the batch, in order (named)
     batch_seed: int
     batch_size: int
@@ -96,30 +97,27 @@ class Shrinker:
             finally:
                 self._candidates = None
 
-    def _runner(self):
+    def runner(self):
         if self._candidates is None:
             self._candidates = self._factory(self.cfg)
         return self._candidates
 
     # --- the steps ---------------------------------------------------------------------------
-    def reproduce(self, ctx: FailureContext, path: str) -> dict:
-        """Shrink (within budget), write the repro to ``path``, check it; returns the failure's ``repro``."""
+    def reproduce(self, ctx: FailureContext, path: str) -> Repro:
+        """Shrink (within budget), write the repro to ``path``, check it; returns the failure's repro."""
         failure = ctx.failure
-        oracle = failure["oracle"]
         target = ctx.batch_cases[ctx.index]
         prefix = ctx.batch_cases[ctx.segment_start:ctx.index]
-        minimal, kept = target, list(prefix)
-        info = {"shrunk": False, "candidates_run": 0, "sequences_run": 0, "shrink_s": 0.0}
+        minimal, kept, info, pin = target, list(prefix), ShrinkInfo(), None
         deadline = self.budget.grant()
         if time.monotonic() < deadline:
             try:
-                minimal, kept, info = self._shrink(ctx, target, prefix, oracle, deadline)
+                minimal, kept, info, pin = Shrink(self, ctx, deadline).run()
             except SetupError as exc:
-                info["note"] = f"the shrink group could not start: {exc}"
+                info = ShrinkInfo(note=f"the shrink group could not start: {exc}")
         else:
-            info["note"] = "shrink budget spent: not shrunk"
-        pin = info.pop("reuse_pinned", None)
-        attempts = [(kept, minimal, "minimal" if info.get("shrunk") else "unshrunk", pin)]
+            info = ShrinkInfo(note="shrink budget spent: not shrunk")
+        attempts = [(kept, minimal, "minimal" if info.shrunk else "unshrunk", pin)]
         if (kept, minimal) != (prefix, target):
             attempts.append((prefix, target, "unshrunk", None))
         if ctx.segment_start > 0:
@@ -129,25 +127,23 @@ class Shrinker:
         for before, case, kind, pinned in attempts:
             write_case_file(path, before + [case])
             argv = run_command(self.cfg, path)
-            self.note(f"failure #{failure['n']} [{oracle}]: checking the {kind} repro ({len(before) + 1} case"
+            self.note(f"failure #{failure.n} [{failure.oracle}]: checking the {kind} repro ({len(before) + 1} case"
                       f"{'s' * bool(before)}{f', id reuse pinned to {pinned}' if pinned else ''}) in a fresh process")
             t0 = time.monotonic()
-            check = self._check(argv, before + [case], case.name, oracle, failure.get("signature"))
+            check = self._check(argv, before + [case], case.name, failure.oracle, failure.signature)
             self.verify_s += time.monotonic() - t0
-            result = {"file": display_path(path), "command": command_text(argv), "kind": kind,
-                      "cases": len(before) + 1, "preceding_cases": len(before), "target": case.name,
-                      "spec": case.to_dict(), "describe": describe(case), **complexity(case),
-                      "reuse_pinned": pinned, "verified": check["reproduced"], "verification": check, **info}
-            tried.append({"kind": kind, "cases": len(before) + 1, "describe": describe(case), "reuse_pinned": pinned,
-                          "reproduced": check["reproduced"], "exit_code": check["exit_code"],
-                          "oracle": check["oracle"], "seconds": check["seconds"], "runs": check["runs"],
-                          "reproduced_runs": check["reproduced_runs"]})
-            result["attempts"] = list(tried)
-            if check["reproduced"]:
+            tried.append(Attempt(kind=kind, cases=len(before) + 1, describe=describe(case), reproduced=check.reproduced,
+                                 exit_code=check.exit_code, oracle=check.oracle, seconds=check.seconds,
+                                 runs=check.runs, reproduced_runs=check.reproduced_runs, reuse_pinned=pinned))
+            result = Repro(file=display_path(path), command=command_text(argv), kind=kind, cases=len(before) + 1,
+                           verified=check.reproduced, preceding_cases=len(before), target=case.name, spec=case,
+                           describe=describe(case), reuse_pinned=pinned, verification=check,
+                           attempts=tuple(tried), shrink=info, **complexity(case))
+            if check.reproduced:
                 break
         return result
 
-    def _check(self, argv: list, cases: list, case_name: str, oracle: str, wanted) -> dict:
+    def _check(self, argv: list, cases: list, case_name: str, oracle: str, wanted) -> Check:
         """:func:`verify`, once for a sequence whose every case forces reuse; :data:`NATURAL_RUNS`
         times for one that leaves reuse to the allocator, which counts as reproduced only if
         every run does (the first that does not ends the check): a repro that fails now and
@@ -156,108 +152,153 @@ class Shrinker:
         checks = []
         for _ in range(runs):
             checks.append(verify(argv, case_name, oracle, self.verify_timeout_s, wanted))
-            if not checks[-1]["reproduced"]:
+            if not checks[-1].reproduced:
                 break
-        good = sum(1 for c in checks if c["reproduced"])
-        return dict(checks[-1], reproduced=good == runs, runs=len(checks), reproduced_runs=good,
-                    seconds=round(sum(c["seconds"] for c in checks), 2))
+        good = sum(1 for c in checks if c.reproduced)
+        return dataclasses.replace(checks[-1], reproduced=good == runs, runs=len(checks), reproduced_runs=good,
+                                   seconds=round(sum(c.seconds for c in checks), 2))
 
-    def _shrink(self, ctx: FailureContext, target, prefix: list, oracle: str, deadline: float):
-        runner = self._runner()
-        started = time.monotonic()
-        start_before = runner.start_s
-        sequences = [0]
 
-        wanted = ctx.failure.get("signature")
+class Shrink:
+    """One failure's shrink on the shrink group, as three named passes run in order by :meth:`run`.
 
-        def fails(cases: list) -> bool:
-            """The last case fails the same way: the same signature, or the same oracle where the
-            failure has no signature of its own."""
-            sequences[0] += 1
-            reports = runner.run(cases)
-            if not (reports and reports[-1].name == cases[-1].name):
-                return False
-            return same_failure(reports[-1].oracle, reports[-1].detail, cases[-1].name, oracle, wanted)
+    1. :meth:`find_preceding`: does the case fail alone, from a fresh state? If not, does it fail
+       after the cases that ran before it in its group, and then after how few of them
+       (:func:`_fewest_preceding`: the shortest suffix first, doubling, then dropping one case at
+       a time while it still fails)?
+    2. :meth:`pin_reuse`: where the failure relied on natural id reuse, the first forced mode of
+       :data:`PIN_MODES` under which it comes back (:func:`_pin_reuse`); every later candidate
+       is pinned to it.
+    3. :meth:`shrink_case`: Hypothesis replays the batch's draw to the failing case and shrinks
+       it (:func:`harness.stress.explore.shrink_in_batch`), each candidate judged by
+       :meth:`still_fails` after the preceding cases kept.
 
-        def out_of_time() -> bool:
-            return time.monotonic() - (runner.start_s - start_before) > deadline
+    Every judgement is :meth:`fails`: the last case of the sequence fails with the failure's
+    signature. Time spent starting groups is not charged to the shrink: the deadline moves
+    along with it. A pass is skipped once time is out; what it would have found stays as the
+    pass before left it."""
 
-        def affordable(cases: list) -> bool:
-            """Whether running ``cases`` (as long as they took in the batch) fits in the time left."""
-            cost = sum(ctx.wall_s.get(c.name, 0.0) for c in cases)
-            return time.monotonic() - (runner.start_s - start_before) + cost <= deadline
+    def __init__(self, shrinker: Shrinker, ctx: FailureContext, deadline: float):
+        self.shrinker = shrinker
+        self.cfg = shrinker.cfg
+        self.ctx = ctx
+        self.oracle = ctx.failure.oracle
+        self.wanted = ctx.failure.signature
+        self.target = ctx.batch_cases[ctx.index]
+        self.prefix = ctx.batch_cases[ctx.segment_start:ctx.index]
+        self.deadline = deadline
+        self.runner = shrinker.runner()
+        self.started = time.monotonic()
+        self.start_before = self.runner.start_s
+        self.sequences = 0
+        self.broken: str | None = None        # the shrink group could not start: stop judging
+        self.kept = list(self.prefix)         # the preceding cases the failure needs
+        self.reproducible = False
+        self.pin: str | None = None
+        self.note: str | None = None
+        self.outcome = None                   # Hypothesis's (pass 3)
 
-        def stop(cases: list) -> bool:
-            return out_of_time() or not affordable(cases)
+    # --- judging -------------------------------------------------------------------------------
+    def _group_starts(self) -> float:
+        return self.runner.start_s - self.start_before
 
-        info = {"shrunk": False, "candidates_run": 0, "sequences_run": 0}
-        broken: list[str] = []
-        self.note(f"failure #{ctx.failure['n']} [{oracle}] in {target.name}: shrinking")
-        kept = list(prefix)
-        reproducible = False
-        if fails([target]):
-            kept, reproducible = [], True
-        elif prefix and not affordable(prefix + [target]):
-            info["note"] = (f"fails only after other cases, and the {len(prefix)} cases before it take longer than "
-                            f"the shrink time left: not shrunk")
-        elif prefix and fails(prefix + [target]):
-            reproducible = True
-            kept = _fewest_preceding(prefix, target, fails, stop)
-        info["reproducible"] = reproducible
-        pin = None
-        needed = (kept if reproducible else prefix) + [target]
-        if not out_of_time() and not _all_forced(needed, self.cfg):
-            pin, kept = _pin_reuse(prefix, target, kept, reproducible, fails, stop, self.cfg)
-        if pin is not None:
-            info.pop("note", None)
-            reproducible = True
-        elif not reproducible and "note" not in info:
-            info["note"] = "did not fail again from a fresh state: not shrunk"
-        base = _pinned(target, pin, self.cfg)
-        minimal = base
-        if reproducible and not out_of_time():
+    def fails(self, cases: list) -> bool:
+        """The last case fails the same way: the same signature, or the same oracle where the
+        failure has no signature of its own."""
+        self.sequences += 1
+        reports = self.runner.run(cases)
+        if not (reports and reports[-1].name == cases[-1].name):
+            return False
+        return same_failure(primary(reports[-1]), self.oracle, self.wanted)
 
-            forced = _forced(base, self.cfg)
+    def out_of_time(self) -> bool:
+        return time.monotonic() - self._group_starts() > self.deadline
 
-            def still_fails(candidate) -> bool:
-                if broken:
-                    return False
-                candidate = _pinned(candidate, pin, self.cfg)
-                if forced and not _forced(candidate, self.cfg):
-                    # From forced id reuse to natural reuse: whether an id comes back then depends
-                    # on each process's allocation history, so such a candidate may fail here, in
-                    # a long-lived group, and pass in the fresh process of the repro command.
-                    return False
-                try:
-                    return fails(kept + [candidate.with_(name=target.name, data_seed=target.data_seed)])
-                except SetupError as exc:   # no group any more: stop judging, keep what we have
-                    broken.append(str(exc))
-                    return False
+    def affordable(self, cases: list) -> bool:
+        """Whether running ``cases`` (as long as they took in the batch) fits in the time left."""
+        cost = sum(self.ctx.wall_s.get(c.name, 0.0) for c in cases)
+        return time.monotonic() - self._group_starts() + cost <= self.deadline
 
-            # Group starts during the shrink are not charged to it: move the deadline along.
-            # The draw knows nothing of the data seed the session gave the case: replay it without.
-            outcome = shrink_in_batch(ctx.batch_seed, ctx.index, dataclasses.replace(target, data_seed=0), still_fails,
-                                      deadline + (runner.start_s - start_before), self.capabilities,
-                                      self.cfg.world_size)
-            info["candidates_run"] = outcome.candidates_run
-            info["candidates_seen"] = outcome.candidates_seen
-            info["out_of_time"] = outcome.out_of_time
-            info["candidates_declined"] = outcome.declined
-            if outcome.found and outcome.minimal is not None:
-                minimal = _pinned(outcome.minimal, pin, self.cfg).with_(name=target.name, data_seed=target.data_seed)
-            elif not outcome.found:
-                info["note"] = "the batch's draw could not be replayed: case not shrunk"
-            if broken:
-                info["note"] = f"shrinking stopped, the shrink group could not start: {broken[0]}"
-        info["shrunk"] = minimal != base or len(kept) < len(prefix)
-        if pin is not None:
-            info["reuse_pinned"] = minimal.reuse    # the mode pinned, or a forced one the shrink chose
-        info["sequences_run"] = sequences[0]
-        spent = time.monotonic() - started - (runner.start_s - start_before)
-        info["shrink_s"] = round(spent, 2)
-        self.shrink_s += spent
-        self.budget.charge(spent)
-        return minimal, kept, info
+    def stop(self, cases: list) -> bool:
+        return self.out_of_time() or not self.affordable(cases)
+
+    # --- the passes ----------------------------------------------------------------------------
+    def find_preceding(self) -> None:
+        prefix, target = self.prefix, self.target
+        if self.fails([target]):
+            self.kept, self.reproducible = [], True
+        elif prefix and not self.affordable(prefix + [target]):
+            self.note = (f"fails only after other cases, and the {len(prefix)} cases before it take longer than "
+                         f"the shrink time left: not shrunk")
+        elif prefix and self.fails(prefix + [target]):
+            self.reproducible = True
+            self.kept = _fewest_preceding(prefix, target, self.fails, self.stop)
+
+    def pin_reuse(self) -> None:
+        needed = (self.kept if self.reproducible else self.prefix) + [self.target]
+        if self.out_of_time() or _all_forced(needed, self.cfg):
+            return
+        self.pin, self.kept = _pin_reuse(self.prefix, self.target, self.kept, self.reproducible, self.fails,
+                                         self.stop, self.cfg)
+        if self.pin is not None:
+            self.note = None
+            self.reproducible = True
+
+    def still_fails(self, candidate) -> bool:
+        """Pass 3's judge: ``candidate`` (pinned), after the preceding cases kept, fails the same way."""
+        if self.broken is not None:
+            return False
+        candidate = _pinned(candidate, self.pin, self.cfg)
+        if _forced(self.base, self.cfg) and not _forced(candidate, self.cfg):
+            # From forced id reuse to natural reuse: whether an id comes back then depends on
+            # each process's allocation history, so such a candidate may fail here, in a
+            # long-lived group, and pass in the fresh process of the repro command.
+            return False
+        try:
+            return self.fails(self.kept + [candidate.with_(name=self.target.name, data_seed=self.target.data_seed)])
+        except SetupError as exc:   # no group any more: stop judging, keep what we have
+            self.broken = str(exc)
+            return False
+
+    def shrink_case(self):
+        """The smallest case Hypothesis finds that still fails (``self.base`` when none)."""
+        ctx, target = self.ctx, self.target
+        # The draw knows nothing of the data seed the session gave the case: replay it without.
+        self.outcome = shrink_in_batch(ctx.batch_seed, ctx.index, dataclasses.replace(target, data_seed=0),
+                                       self.still_fails, self.deadline + self._group_starts(),
+                                       self.shrinker.capabilities, self.cfg.world_size)
+        minimal = self.base
+        if self.outcome.found and self.outcome.minimal is not None:
+            minimal = _pinned(self.outcome.minimal, self.pin, self.cfg).with_(name=target.name,
+                                                                              data_seed=target.data_seed)
+        elif not self.outcome.found:
+            self.note = "the batch's draw could not be replayed: case not shrunk"
+        if self.broken is not None:
+            self.note = f"shrinking stopped, the shrink group could not start: {self.broken}"
+        return minimal
+
+    # --- the driver ----------------------------------------------------------------------------
+    def run(self) -> tuple:
+        """``(minimal case, preceding cases kept, ShrinkInfo, reuse pinned or None)``."""
+        self.shrinker.note(f"failure #{self.ctx.failure.n} [{self.oracle}] in {self.target.name}: shrinking")
+        self.find_preceding()
+        found_again = self.reproducible
+        self.pin_reuse()
+        if self.pin is None and not self.reproducible and self.note is None:
+            self.note = "did not fail again from a fresh state: not shrunk"
+        self.base = _pinned(self.target, self.pin, self.cfg)
+        minimal = self.shrink_case() if self.reproducible and not self.out_of_time() else self.base
+        spent = time.monotonic() - self.started - self._group_starts()
+        self.shrinker.shrink_s += spent
+        self.shrinker.budget.charge(spent)
+        o = self.outcome
+        info = ShrinkInfo(shrunk=minimal != self.base or len(self.kept) < len(self.prefix),
+                          reproducible=found_again, candidates_run=o.candidates_run if o else 0,
+                          candidates_seen=o.candidates_seen if o else 0, candidates_declined=o.declined if o else 0,
+                          sequences_run=self.sequences, out_of_time=o.out_of_time if o else False,
+                          shrink_s=round(spent, 2), note=self.note)
+        # the mode pinned, or a forced one the shrink chose
+        return minimal, self.kept, info, (minimal.reuse if self.pin is not None else None)
 
 
 def _forced(case, cfg) -> bool:

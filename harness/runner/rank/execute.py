@@ -35,12 +35,12 @@ import torch
 from harness.case.data import initial_weights, step_grad_output, step_inputs, tp_shapes, tp_tensor
 from harness.case.spec import CaseSpec
 from harness.collectives.registry_digest import registry_summary
-from harness.errors import DeadlineExceeded
-from harness.frames import user_traceback
+from harness.errors import DeadlineExceeded, HarnessError
+from harness.frames import innermost_site, user_traceback
 from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.shells import placeable, placing
 from harness.idreuse.tracker import collect, walk_model
-from harness.oracles.findings import Failure, Oracle
+from harness.oracles.findings import HOLDS_DEAD_ID, REFERENCE_DIFFERS, SURVIVOR, Failure, Oracle
 from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
@@ -114,7 +114,7 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
             _steps(run, built.model, m)
             _death(run, built, m)
     except Exception as exc:  # a crash of the stack under test is a result, not a harness error
-        run.fail(classify(exc), f"{type(exc).__name__}: {exc}\n{user_traceback(exc)}")
+        run.fail(classify(exc), f"{type(exc).__name__}: {exc}\n{user_traceback(exc)}", **exception_identity(exc))
     finally:
         run.result.collectives = state.ledger.end_case()
         t0 = time.perf_counter()
@@ -126,7 +126,7 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     _retention(run, sizes_before)
     leftover = leftover_threads(threads_before)
     if leftover:
-        run.fail(Oracle.LIVENESS, leftover)
+        run.fail(Oracle.LIVENESS, leftover, kind="the case left threads running")
     result = run.result
     result.digest = run.digest.hexdigest()[:32]
     result.duration_s = time.perf_counter() - started
@@ -224,7 +224,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
             result.steps_compared += 1
             recorder.mark_compared(compared_names(expected, t))
             if mismatch and run.first_reference_failure():
-                run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
+                run.fail(Oracle.REFERENCE, mismatch, step=t, model=m, kind=REFERENCE_DIFFERS)
         run.timed("reference", t0)
         t0 = time.perf_counter()
         state.stack.optimizer_step(model)
@@ -233,7 +233,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
             t0 = time.perf_counter()
             mismatch = check_step(model, t)
             if mismatch and run.first_reference_failure():
-                run.fail(Oracle.REFERENCE, mismatch, step=t, model=m)
+                run.fail(Oracle.REFERENCE, mismatch, step=t, model=m, kind=REFERENCE_DIFFERS)
             run.timed("reference", t0)
     final = state.stack.final_weights(model)
     fold_digests(run.digest, recorder.final(m, final))
@@ -241,7 +241,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         recorder.mark_compared(compared_names(expected, None))
         mismatch = final_mismatch(expected, final)
         if mismatch and run.first_reference_failure():
-            run.fail(Oracle.REFERENCE, mismatch, step=case.steps, model=m)
+            run.fail(Oracle.REFERENCE, mismatch, step=case.steps, model=m, kind=REFERENCE_DIFFERS)
 
 
 def _step_data(case: CaseSpec, state: RankState, m: int, t: int):
@@ -271,11 +271,11 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
     scan = scan_registries(state.stack, state.stack.registries(), dead, state.entry_origins, run.case.name, m)
-    for line in scan.failures[:8]:
-        run.fail(Oracle.HYGIENE, line, model=m)
+    for found in scan.failures[:8]:
+        run.fail(Oracle.HYGIENE, found.line, model=m, kind=HOLDS_DEAD_ID, registry=found.registry)
     run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
-    for line in survivors(tracked, parked)[:8]:
-        run.fail(Oracle.HYGIENE, line, model=m)
+    for found in survivors(tracked, parked)[:8]:
+        run.fail(Oracle.HYGIENE, found.line, model=m, kind=SURVIVOR, holder=found.holder)
     count, nbytes = retained_state(tracked, parked)
     run.retained[0] += count
     run.retained[1] += nbytes
@@ -313,7 +313,7 @@ def _retention(run: _CaseRun, sizes_before: dict) -> None:
         line = (f"{run.retained[0]} tensors ({run.retained[1]} B) of this case's dead models stay alive; "
                 f"registries grew by: {names}")
         if state.settings.strict:
-            run.fail(Oracle.RETENTION, line)
+            run.fail(Oracle.RETENTION, line, kind="dead models' state stays alive as registries grow")
         else:
             result.warnings.append(line)
 
@@ -341,6 +341,14 @@ def leftover_threads(before: set) -> str:
         if frame is not None:
             lines += ["    " + line for line in "".join(traceback.format_stack(frame, limit=8)).rstrip().splitlines()]
     return "\n".join(lines)
+
+
+def exception_identity(exc: BaseException) -> dict:
+    """The identity of the failure an exception out of the stack's code becomes: what the
+    harness's own error says of itself, else its type and where it was raised."""
+    if isinstance(exc, HarnessError) and exc.kind:
+        return {"kind": f"{type(exc).__name__}: {exc.kind}", "site": exc.site, "collective": exc.collective}
+    return {"kind": type(exc).__name__, "site": innermost_site(exc)}
 
 
 def classify(exc: BaseException) -> str:

@@ -86,9 +86,9 @@ def isolated_timeout(deadline_s: float) -> float:
 
 def isolated_failure(case_name: str, rank: int, error: str | None) -> dict:
     """A rank result (as a dict) saying that the isolated run gave no result."""
-    return {"case": case_name, "rank": rank,
-            "failures": [{"oracle": "isolation", "rank": rank, "step": None, "model": None,
-                          "detail": f"isolated run failed: {error}"}]}
+    from harness.oracles.findings import ISOLATED_RUN_FAILED
+    failure = {"oracle": "isolation", "rank": rank, "detail": f"isolated run failed: {error}", "kind": ISOLATED_RUN_FAILED}
+    return {"case": case_name, "rank": rank, "failures": [failure]}
 
 
 def _isolated_child(state, request: dict) -> dict:
