@@ -1,31 +1,27 @@
 """A pristine process that forks a fresh child per isolated case run.
 
-``import torch`` alone costs 1.5 to 2 s here, so a fresh interpreter per case would dominate
-the isolation oracle. Instead, right after imports and before any case runs, the runner forks
+A fresh interpreter per case would pay ``import torch`` each time, which would dominate the
+isolation oracle. Instead, right after imports and before any case runs, the runner forks
 a *zygote*; for every isolated run the zygote forks a child, which runs the case with empty
 stack registries (a forked child of a process that never ran a case) and sends the result back
 as JSON. Children run torch single-threaded, so no OpenMP pool crosses a fork.
 
 The zygote keeps children forked ahead of need, *spares*: each warms up what every case would
 start with (the stack's optional ``warm_child(rank)``: for TE, the rank's GPU and its CUDA
-context, 0.35 s per process on an H200) and waits for its case. When a request comes the oldest
-spare takes it and the zygote forks a new one at once, so that warm-up overlaps the cases that
-run meanwhile instead of adding to a later isolated run. A stack that warms its children keeps
-two spares: on TE's catalogue (one H200) a shared case takes 0.1 to 0.2 s, so the next request
-comes sooner after the last than one spare's fork and CUDA set-up take. Measured with the whole
-catalogue at world size 1 (docs/log/2026-12-02-te-isolation-cost.md): with one spare, 4 of 6 runs
-with isolation took 29.9 to 31.7 s and 2 took 21.8 and 24.1 s; with two spares, 4 of 4 took 20.1 to 24.2 s.
-Without ``warm_child`` a spare is ready as soon as it is forked, and one is enough. A spare has
-run no case: it is as fresh as a child forked on demand.
+context) and waits for its case. When a request comes the oldest spare takes it and the zygote
+forks a new one at once, so warm-up overlaps the cases run meanwhile. A stack that warms keeps
+two spares: on TE's catalogue a shared case can end sooner than one spare's fork and CUDA set-up
+(docs/log/2026-12-02-te-isolation-cost.md). Without ``warm_child`` a spare is ready as soon as it
+is forked, and one is enough. A spare has run no case: it is as fresh as a child forked on demand.
 
-At world size 1 the isolated run of a case starts *alongside* the shared one
-(:meth:`Zygote.begin` before the rank runs the case, :meth:`Zygote.end` when the isolated result
-is asked for): with no process group between the ranks' children, nothing of one run can reach
-the other, and the two overlap where the machine has the cores (on TE, the GPU's). When the
-judge then wants no isolated run (the shared run's communication failed, say), the rank cancels
-it (:meth:`Zygote.cancel`): the zygote kills the child rather than wait for it. At larger world
-sizes the isolated children form a process group of their own, which a shared run that breaks
-would leave waiting for a peer: there the isolated run starts when asked for, after the shared one.
+At world size 1 the isolated run of a case starts *alongside* the shared one (:meth:`Zygote.begin`
+before the rank runs the case, :meth:`Zygote.end` when its result is asked for): with no process
+group between the ranks' children, nothing of one run can reach the other, and the two overlap where
+the machine has the cores. When the judge then wants no isolated run (the shared run's communication
+failed, say), the rank cancels it (:meth:`Zygote.cancel`): the zygote kills the child rather than
+wait for it. At larger world sizes the isolated children form a process group of their own, which a
+shared run that breaks would leave waiting for a peer: there the isolated run starts when asked for,
+after the shared one.
 """
 
 from __future__ import annotations
