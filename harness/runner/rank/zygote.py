@@ -20,8 +20,7 @@ group between the ranks' children, nothing of one run can reach the other, and t
 the machine has the cores. When the judge then wants no isolated run (the shared run's communication
 failed, say), the rank cancels it (:meth:`Zygote.cancel`): the zygote kills the child rather than
 wait for it. At larger world sizes the isolated children form a process group of their own, which a
-shared run that breaks would leave waiting for a peer: there the isolated run starts when asked for,
-after the shared one.
+shared run that breaks would leave waiting for a peer: there it starts after the shared run.
 """
 
 from __future__ import annotations
