@@ -91,20 +91,22 @@ def code_for(key: KeyFacts, sink: str) -> Code:
     }[sink]
 
 
-def _holds(value: Optional[ast.expr], obj: ast.expr, flow: FlowState) -> bool:
-    """Whether ``value`` is ``obj`` or a literal (or a name bound to one) containing it."""
+def _holds(value: Optional[ast.expr], obj: ast.expr, flow: FlowState, followed: frozenset = frozenset()) -> bool:
+    """Whether ``value`` is ``obj`` or a literal (or a name bound to one) containing it.
+    Each name is followed once: ``params = [params]`` binds a name to a list holding
+    itself, and the cycle ends there."""
     if value is None:
         return False
     if same_expr(value, obj):
         return True
     if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
-        return any(_holds(element, obj, flow) for element in value.elts)
+        return any(_holds(element, obj, flow, followed) for element in value.elts)
     if isinstance(value, ast.Dict):
-        return any(_holds(part, obj, flow) for part in [*value.keys, *value.values] if part is not None)
+        return any(_holds(part, obj, flow, followed) for part in [*value.keys, *value.values] if part is not None)
     if isinstance(value, ast.Starred):
-        return _holds(value.value, obj, flow)
-    if isinstance(value, ast.Name) and value.id in flow.holders:
-        return _holds(flow.holders[value.id], obj, flow)
+        return _holds(value.value, obj, flow, followed)
+    if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
+        return _holds(flow.holders[value.id], obj, flow, followed | {value.id})
     return False
 
 
@@ -125,9 +127,21 @@ class ModuleAnalyzer:
         return self.place.reader
 
     def run(self) -> list[Hit]:
-        for statement in self.module.tree.body:
-            self.visit(statement)
+        self._visit_block(self.module.tree.body)
         return self.hits
+
+    def _visit_block(self, statements: list) -> None:
+        """Walk a block statement by statement. A statement nested deeper than Python's
+        recursion limit lets walking it fail alone: the statements inside it are walked
+        one by one, and only the expression too deep to follow goes unchecked."""
+        for statement in statements:
+            try:
+                self.visit(statement)
+            except RecursionError:
+                if statement in self.module.scopes:
+                    self._in_scope(statement, statement.body)
+                else:
+                    self._visit_block(_inner_statements(statement))
 
     # ---- walking ----------------------------------------------------------------------
 
@@ -148,8 +162,7 @@ class ModuleAnalyzer:
         outer = self.place
         self.place = outer.at(self.module.scopes[node])
         try:
-            for child in body:
-                self.visit(child)
+            self._visit_block(body)
         finally:
             self.place = outer
 
@@ -698,26 +711,30 @@ class ModuleAnalyzer:
         return blocks
 
 
+def _inner_statements(statement: ast.AST) -> list:
+    """The statements of the blocks inside ``statement`` (a function's body, a loop's, each
+    handler's), in source order."""
+    inner = []
+    for node in ast.iter_child_nodes(statement):
+        if isinstance(node, ast.stmt):
+            inner.append(node)
+        elif isinstance(node, (ast.ExceptHandler, ast.match_case)):
+            inner.extend(node.body)
+    return inner
+
+
 def _is_items_call(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "items"
 
 
-def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> tuple[list[Hit], list[Prune], dict[str, str]]:
-    """Every module's hits, every removal of one entry (for the bounds of
-    :mod:`harness.scan.resets`), and the modules the walk could not finish, with why: a
-    module whose structure defeats the analysis (nesting deeper than the recursion limit)
-    is reported as not checked, and the scan goes on."""
+def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> tuple[list[Hit], list[Prune]]:
+    """Every module's hits, and every removal of one entry (for the bounds of
+    :mod:`harness.scan.resets`). Every parsed module is walked to its end (see
+    :meth:`ModuleAnalyzer._visit_block`)."""
     hits: list[Hit] = []
     prunes: list[Prune] = []
-    failed: dict[str, str] = {}
     for module in modules:
         analyzer = ModuleAnalyzer(module, factories)
-        try:
-            module_hits = analyzer.run()
-        except RecursionError as error:
-            failed[module.path] = f"the analysis went deeper than Python's recursion limit ({error})"
-            continue
-        hits.extend(module_hits)
+        hits.extend(analyzer.run())
         prunes.extend(analyzer.prunes)
-    return hits, prunes, failed
-
+    return hits, prunes
