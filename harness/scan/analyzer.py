@@ -19,15 +19,17 @@ import enum
 from typing import Optional
 
 from harness.scan.codes import Code
+from harness.scan.delegated import param_stores, passed
 from harness.scan.environment import Place
 from harness.scan.facts import Factory, ModuleFacts
+from harness.scan.filenames import names_a_file
 from harness.scan.flow import FlowState
 from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind
-from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, roots
+from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, owner_pinned, roots
 from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
 from harness.scan.resets import Prune
 from harness.scan.scopes import Binding
-from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import callee_name, dotted, render, root_of, same_expr, walk_same_scope
 
 _READ_METHODS = {"get", "__getitem__"}
 _CONTAINS_METHODS = {"__contains__"}
@@ -64,6 +66,8 @@ class Hit:
     guards: tuple[tuple[str, int], ...] = ()             # registries checked to hold the key
     sink: str = "mapping"                                # mapping, element, membership, saved, cached
     allocated: bool = False                              # the key's objects are made by this function
+    file_name: bool = False                              # the id is written into a file name
+    count: bool = False                                  # the use only adds to a count kept per key
 
     @property
     def attribute(self) -> Optional[str]:
@@ -105,6 +109,9 @@ def _holds(value: Optional[ast.expr], obj: ast.expr, flow: FlowState, followed: 
         return any(_holds(part, obj, flow, followed) for part in [*value.keys, *value.values] if part is not None)
     if isinstance(value, ast.Starred):
         return _holds(value.value, obj, flow, followed)
+    if isinstance(value, ast.Call) and _constructs(value):
+        # Entry(obj, meta): an instance made with the object holds it
+        return any(_holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)])
     if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
         return _holds(flow.holders[value.id], obj, flow, followed | {value.id})
     return False
@@ -206,6 +213,10 @@ class ModuleAnalyzer:
             key = self.reader.key(target.slice)
             if key is not None:
                 self._store(target, target.value, key, target.slice, None)
+                self.hits[-1].count = (
+                    isinstance(node.op, (ast.Add, ast.Sub)) and _is_number(node.value)
+                    and self._only_counted(target.value, node)
+                )
             self.visit(target.value)
             self.visit(target.slice)
         elif isinstance(target, ast.Name):
@@ -228,6 +239,7 @@ class ModuleAnalyzer:
             key = self.reader.key(target.slice)
             if key is not None:
                 self._store(target, target.value, key, target.slice, value)
+                self._mark_count(self.hits[-1], target, value)
             else:
                 self._saved_id(target, value, statement)
             self.visit(target.value)
@@ -340,6 +352,7 @@ class ModuleAnalyzer:
 
     def visit_Call(self, node: ast.Call) -> None:
         self._method_sink(node)
+        self._delegated_store(node)
         self._cached_call(node)
         self._creation(node)
         self.generic_visit(node)
@@ -353,6 +366,9 @@ class ModuleAnalyzer:
             self._prune(receiver, call.args[0], call)
             return
         argument = call.args[1] if method == "insert" and len(call.args) > 1 else call.args[0]
+        if method == "update" and len(call.args) == 1:
+            self._update(call, receiver, argument)
+            return
         key = self.reader.key(argument)
         if key is None:
             return
@@ -369,6 +385,90 @@ class ModuleAnalyzer:
             self._store(call, receiver, key, argument, value, also_holding=appended)
         elif method in _ELEMENT_METHODS or method == "insert":
             self._store(call, receiver, key, argument, None, sink="element")
+
+    def _delegated_store(self, call: ast.Call) -> None:
+        """``self._put(id(obj), value)`` where ``_put`` (of this module) stores its key
+        parameter: a store at the call, into the callee's container (:mod:`harness.scan.delegated`)."""
+        if not call.args and not call.keywords:
+            return
+        qualified = self.module.callee_qualname(call, self.place.scope)
+        function = self.module.functions.get(qualified) if qualified else None
+        if function is None or qualified in self.module.cached_functions or function is self.place.scope.node:
+            return
+        callee = self.module.scopes[function]
+        params = [p for p in callee.params if p != callee.bound_param]
+        arguments = passed(call, params)
+        for param, argument in arguments:
+            key = self.reader.key(argument)
+            if key is None:
+                continue
+            for store in param_stores(function, param):
+                value = dict(arguments).get(store.value.id) if isinstance(store.value, ast.Name) else None
+                verdict = self.judge.container(store.container, self.place.at(callee))
+                line = getattr(store.node, "lineno", "?")
+                verdict = dataclasses.replace(verdict, reason=f"{render(call.func)}() stores it in {render(store.container)} (line {line}): {verdict.reason}")
+                self._store(call, store.container, key, argument, None, also_holding=value, sink=store.sink, verdict=verdict)
+
+    def _mark_count(self, store: Hit, target: ast.Subscript, value: Optional[ast.expr]) -> None:
+        """``d[k] = d.get(k, 0) + 1``: the store, and the read it adds to, only count."""
+        if not (isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub))):
+            return
+        sides = [value.left, value.right]
+        if not any(_is_number(side) for side in sides):
+            return
+        read = next((side for side in sides if not _is_number(side)), None)
+        if read is None or not (isinstance(read, (ast.Subscript, ast.Call)) and render(root_of(read)[0]) == render(root_of(target)[0])):
+            return
+        if not self._only_counted(target.value, self.module.parents.get(value)):
+            return
+        inside = set(ast.walk(value))
+        for hit in self.hits:
+            if hit is store or (hit.node in inside and hit.use is Use.READ):
+                hit.count = True
+
+    def _only_counted(self, container: ast.expr, statement: Optional[ast.AST]) -> bool:
+        """Whether the module reads ``container`` nowhere but in ``statement`` and in
+        statements that count or log (``len(counts)`` returned is a use of its own)."""
+        shown = render(container)
+        inside = set(ast.walk(statement)) if statement is not None else set()
+        for node in ast.walk(self.module.tree):
+            if node in inside or not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+                continue
+            if (node.id if isinstance(node, ast.Name) else node.attr) != (shown.rsplit(".", 1)[-1]):
+                continue
+            if render(node) != shown:
+                continue
+            statement_of = self._statement_of(node)
+            if isinstance(statement_of, ast.AugAssign) or _logs(statement_of):
+                continue
+            return False
+        return True
+
+    def _update(self, call: ast.Call, receiver: ast.expr, argument: ast.expr) -> None:
+        """``d.update([(id(x), v)])``, ``d.update((id(x), v) for x in xs)``,
+        ``d.update(zip(map(id, xs), vs))``: every pair is a store into ``d`` (a dict built in
+        place, ``d.update({id(x): v})``, is one through :meth:`_creation`)."""
+        pairs: list[tuple[ast.expr, Optional[ast.expr]]] = []
+        if isinstance(argument, (ast.List, ast.Tuple, ast.Set)):
+            pairs = [(e.elts[0], e.elts[1]) for e in argument.elts if isinstance(e, ast.Tuple) and len(e.elts) == 2]
+        elif isinstance(argument, (ast.GeneratorExp, ast.ListComp)) and isinstance(argument.elt, ast.Tuple) and len(argument.elt.elts) == 2:
+            pairs = [(argument.elt.elts[0], argument.elt.elts[1])]
+        elif isinstance(argument, ast.Call) and callee_name(argument) == "zip" and len(argument.args) == 2:
+            source = self.reader.id_source(argument.args[0])
+            if source is not None:
+                self._consume(argument)
+                self._store(call, receiver, source, argument.args[0], None)
+            return
+        for key_node, value in pairs:
+            key = self.reader.key(key_node)
+            if key is not None:
+                self._consume(argument)
+                self._store(call, receiver, key, key_node, value)
+
+    def _consume(self, node: ast.AST) -> None:
+        """Leave ``node`` and what it is made of out of :meth:`_creation`: it is judged as
+        part of the store it is an argument of."""
+        self._consumed.update(ast.walk(node))
 
     def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
         """``d.setdefault(id(x), []).append(x)``: the object appended to the entry."""
@@ -442,13 +542,14 @@ class ModuleAnalyzer:
         value: Optional[ast.expr],
         also_holding: Optional[ast.expr] = None,
         sink: str = "mapping",
+        verdict: Optional[Verdict] = None,
     ) -> None:
-        verdict = self.judge.container(container, self.place)
+        verdict = verdict or self.judge.container(container, self.place)
         if isinstance(container, ast.Name) and sink == "mapping" and container.id not in self.place.flow.collections:
             # by_id[id(x)].append(n) fills a local mapping keyed by ids: a later loop over
             # by_id.items() yields those ids
             self.place.flow.collections[container.id] = CollectionFacts(key, True, False, None, node)
-        kept = self._kept_alive(node, key, container, value, also_holding)
+        kept = self._kept_alive(node, key, container, value, also_holding, key_node)
         if kept is None:
             kept = self._pruned_in_finally(node, container, key_node)
         if kept is None and sink == "mapping":
@@ -476,10 +577,16 @@ class ModuleAnalyzer:
             verdict = self.judge.container(target.value, self.place)
         if verdict.safe:
             return
-        kept = self._kept_alive(statement, key, target, None, None)
+        kept = self._kept_alive(statement, key, target, None, None, value)
+        if kept is None and names_a_file(value, target):
+            verdict = dataclasses.replace(verdict, reason=(
+                f"{render(target)} is a file name made of {key.text}: the file outlives the object, "
+                "and a new object at the same address makes the same name"
+            ))
         guards = tuple(membership_guards(statement, value, self.place, self.judge)) if kept is None else ()
         self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", Use.SAVED, verdict, kept,
                   container=target, key=key, sink="saved", guards=guards)
+        self.hits[-1].file_name = kept is None and names_a_file(value, target)
 
     def _hit(
         self, node: ast.AST, code: Code, subject: str, use: Use, verdict: Verdict, kept: Optional[str] = None, *,
@@ -507,6 +614,7 @@ class ModuleAnalyzer:
         container: ast.expr,
         value: Optional[ast.expr],
         also_holding: Optional[ast.expr],
+        key_node: Optional[ast.expr] = None,
     ) -> Optional[str]:
         """Why every object of ``key`` outlives the entry, or None when nothing shows it.
 
@@ -520,13 +628,13 @@ class ModuleAnalyzer:
         root, _ = root_of(container)
         for obj in key.objects:
             shown = render(obj)
-            if same_expr(root, obj):
+            if same_expr(root, obj) and not names_a_file(key_node, container):
                 reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
                 continue
             if _holds(value, obj, flow) or _holds(also_holding, obj, flow):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
                 continue
-            never = immortal(obj, self.place)
+            never = immortal(obj, self.place) or owner_pinned(obj, container, self.place)
             if never is not None:
                 reasons.append(never)
                 continue
@@ -709,6 +817,24 @@ class ModuleAnalyzer:
                 blocks.append(block)
             current = self.module.parents.get(current)
         return blocks
+
+
+def _constructs(call: ast.Call) -> bool:
+    """A call of a class by its name (``Entry(...)``, ``mod.Entry(...)``), not of a weak reference."""
+    name = callee_name(call) or ""
+    return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name
+
+
+def _logs(statement: ast.AST) -> bool:
+    """A statement that only prints or logs (``logger.info(...)``, ``print(...)``)."""
+    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
+        return False
+    name = callee_name(statement.value) or ""
+    return name in ("print", "info", "debug", "warning", "warn", "log", "error", "record", "add_scalar")
+
+
+def _is_number(node: Optional[ast.AST]) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
 
 
 def _inner_statements(statement: ast.AST) -> list:

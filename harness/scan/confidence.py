@@ -22,6 +22,7 @@ from types import SimpleNamespace
 from typing import Iterable, Optional
 
 from harness.scan.analyzer import Use
+from harness.scan.decorators import wrapping_call
 from harness.scan.finding import Confidence
 from harness.scan.holders import immortal
 from harness.scan.lifetime import Lifetime
@@ -58,6 +59,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     lifetime = primary.verdict.lifetime
     owned = _owned_keys_elsewhere(hits)
 
+    if any(hit.file_name for hit in writes):
+        return Assessment(Confidence.HIGH, "the id is written into a file name, and the file outlives every object")
+
     if not writes:
         if owned:
             return Assessment(Confidence.HIGH, owned)
@@ -77,6 +81,12 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(Confidence.HIGH, owned)
+        wrapper = wrapping_call(_scope(primary))
+        if wrapper is not None:
+            return Assessment(Confidence.HIGH, (
+                f"{wrapper} calls the function its instance wraps, keyed by the arguments: a decorator's cache, "
+                "which lives as long as the decorated function while the arguments come and go"
+            ))
         saved_own = [hit for hit in writes if hit.use is Use.SAVED and _all_own(hit)]
         if saved_own:
             return Assessment(Confidence.HIGH, (

@@ -15,7 +15,7 @@ import dataclasses
 import enum
 from typing import Optional, Protocol
 
-from harness.scan.syntax import callee_name, render
+from harness.scan.syntax import callee_name, dotted, render
 
 
 class KeyKind(enum.Enum):
@@ -141,6 +141,13 @@ class KeyReader:
         if isinstance(call.func, ast.Attribute) and name == "format":
             # "{}-{}".format(id(a), n)
             return self._combine(list(call.args) + [k.value for k in call.keywords], call)
+        if isinstance(call.func, ast.Attribute) and name == "join" and call.args:
+            # "_".join(str(id(a)) for a in args), os.path.join(root, f"{id(x)}.pt")
+            if len(call.args) == 1 and not isinstance(call.args[0], ast.Starred):
+                source = self.id_source(call.args[0])
+                if source is not None:
+                    return KeyFacts(KeyKind.COMPOSITE, source.objects, render(call))
+            return self._combine(list(call.args), call) if (dotted(call.func) or "").endswith("path.join") else None
         if isinstance(call.func, ast.Name) and name in _SEQUENCE_KEY_BUILDERS and len(call.args) == 1:
             source = self.id_source(call.args[0])
             if source is not None:

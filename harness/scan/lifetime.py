@@ -16,8 +16,10 @@ import enum
 from typing import Optional
 
 from harness.scan.environment import Place
+from harness.scan.imports import follow
 from harness.scan.index import CallSite, callers
 from harness.scan.scopes import UNTRACKED, Binding, Scope, ScopeKind
+from harness.scan.transient import released_with_frame
 from harness.scan.syntax import callee_name, dotted, render, root_of, walk_same_scope
 
 
@@ -65,7 +67,7 @@ MUTATORS = {"add", "append", "appendleft", "extend", "extendleft", "insert", "up
 _MEMO_PARAMS = {"memo", "_memo", "memodict", "memo_dict"}
 _COPY_PROTOCOL = {"__deepcopy__", "__copy__", "deepcopy", "_deepcopy", "__reduce_ex__"}
 # Decorators that run the function when it is called and keep nothing of it.
-_HARMLESS_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "wraps", "staticmethod"}
+_HARMLESS_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "wraps", "staticmethod", "contextmanager"}
 
 
 class Goes(enum.Enum):
@@ -239,6 +241,9 @@ class LifetimeJudge:
                 return Verdict(Lifetime.CLASS, False, f"class attribute {holder}.{path} lives as long as the class", identity)
             return Verdict(Lifetime.INSTANCE, False, f"{shown} lives as long as the {holder} instance, which can outlive the object", identity)
         if binding is Binding.MODULE:
+            elsewhere = _imported_container(name, path, shown, place)
+            if elsewhere is not None:
+                return elsewhere
             if path and name in place.module.classes:
                 return Verdict(Lifetime.CLASS, False, f"class attribute {name}.{path} lives as long as the class", f"{name}.{path}")
             if path:
@@ -454,6 +459,8 @@ class LifetimeJudge:
             if _calls_and_drops(call, use):
                 continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
             if not (isinstance(call, ast.Call) and call.func is use):
+                if released_with_frame(use, parent.node, parents) is not None:
+                    continue   # handed out only while the call runs, taken back before it returns
                 return f"{_kept_as(use, parents)} at line {use.lineno}"
             if not generator:
                 continue   # calling a function keeps nothing of it; only a generator lives on in its result
@@ -600,6 +607,25 @@ class LifetimeJudge:
 
 
 
+def _imported_container(name: str, path: str, shown: str, place: Place) -> Optional[Verdict]:
+    """The verdict for a container reached through a module-level import of a scanned file,
+    named as the file that defines it names it (see :mod:`harness.scan.imports`)."""
+    imported = place.module.imports.get(name)
+    if imported is None:
+        return None
+    paths = place.module.index.module_paths
+    where, rest = follow(imported, path.split(".") if path else [], paths)
+    if not rest:
+        return None
+    head, tail = rest[0], ".".join(rest[1:])
+    defining = place.module.index.facts(where)
+    if tail and head in defining.classes:
+        return Verdict(Lifetime.CLASS, False, f"class attribute {head}.{tail} (of {where}) lives as long as the class", f"{head}.{tail}")
+    if tail:
+        return Verdict(Lifetime.GLOBAL_OBJECT, False, f"{shown} belongs to {head}, module-level in {where}, which lives for the whole process", f"{head}.{tail}")
+    return Verdict(Lifetime.MODULE, False, f"{shown} is module-level {head} of {where}, which lives for the whole process", f"{where}::{head}")
+
+
 def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST) -> bool:
     """Whether ``name`` in ``expr`` is bound by a comprehension around it (``m`` in
     ``any(k in m.reg for m in stack)``), which the scope table does not record."""
@@ -705,6 +731,7 @@ def _passed(call: ast.Call, scope: Scope, name: str) -> Optional[ast.expr]:
 _CALLS_AND_DROPS = {
     "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
     "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
+    "tree_any", "tree_all", "tree_any_only", "tree_all_only", "map_arg", "map_aggregate",
 }
 
 

@@ -57,3 +57,13 @@ def test_confidence_and_its_reason(hazards, name):
     finding = hazards[name]
     assert finding.confidence is confidence, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
     assert word in finding.confidence_reason, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
+
+
+def test_a_decorator_class_keeps_its_cache_with_high_confidence():
+    # Beside Pickler.memo above (an instance keyed by objects passed to it: low), the same
+    # shape whose __call__ calls the function the instance wraps is a decorator's cache.
+    fixture = FIXTURE.parent / "memo_decorators.py"
+    result = scan_paths([str(fixture)])
+    found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    assert found["memoize.cache"].confidence is Confidence.HIGH, found["memoize.cache"].confidence_reason
+    assert "decorator" in found["memoize.cache"].confidence_reason

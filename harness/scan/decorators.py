@@ -1,0 +1,53 @@
+"""A memoising decorator written as a class: its instance wraps one function for the
+module's lifetime, and every call keys its cache by the arguments it is given.
+
+::
+
+    class memoize:
+        def __init__(self, fn):
+            self.fn = fn
+            self.cache = {}
+
+        def __call__(self, *args):
+            key = tuple(map(id, args))
+            if key not in self.cache:
+                self.cache[key] = self.fn(*args)
+            return self.cache[key]
+
+An attribute of an instance keyed by objects passed to it is usually of low confidence
+(the instance may live for one phase); here the instance is the decorated function, so the
+cache lives as long as the module and the arguments come and go.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from harness.scan.syntax import walk_same_scope
+
+
+def wrapping_call(scope) -> Optional[str]:
+    """``Class.__call__`` when ``scope`` is (inside) the ``__call__`` of a class whose
+    ``__init__`` keeps a parameter that ``__call__`` calls, else None."""
+    while scope is not None and not (scope.class_name and scope.name == "__call__"):
+        scope = scope.parent
+    if scope is None or scope.parent is None:
+        return None
+    methods = {node.name: node for node in scope.parent.node.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    init = methods.get("__init__")
+    owner = scope.bound_param
+    if init is None or owner is None:
+        return None
+    init_params = {arg.arg for arg in init.args.args[1:]}
+    kept = set()
+    for node in walk_same_scope(init):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in init_params:
+            kept.update(t.attr for t in node.targets if isinstance(t, ast.Attribute))
+    for node in walk_same_scope(scope.node):
+        if (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in kept
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == owner
+        ):
+            return f"{scope.class_name}.__call__"
+    return None
