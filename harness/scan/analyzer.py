@@ -66,7 +66,7 @@ class Hit:
     guards: tuple[tuple[str, int], ...] = ()             # registries checked to hold the key
     sink: str = "mapping"                                # mapping, element, membership, saved, cached
     allocated: bool = False                              # the key's objects are made by this function
-    file_name: bool = False                              # the id is written into a file name
+    file_name: bool = False                              # the id is written into a file or registered name
     count: bool = False                                  # the use only adds to a count kept per key
 
     @property
@@ -578,15 +578,15 @@ class ModuleAnalyzer:
         if verdict.safe:
             return
         kept = self._kept_alive(statement, key, target, None, None, value)
-        if kept is None and names_a_file(value, target):
+        if kept is None and names_a_file(value, target, self.place.scope.node):
             verdict = dataclasses.replace(verdict, reason=(
-                f"{render(target)} is a file name made of {key.text}: the file outlives the object, "
-                "and a new object at the same address makes the same name"
+                f"{render(target)} is a name made of {key.text} that leaves the object (a file, or a name "
+                "registered with the process): it outlives the object, and a new object at the same address makes the same name"
             ))
         guards = tuple(membership_guards(statement, value, self.place, self.judge)) if kept is None else ()
         self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", Use.SAVED, verdict, kept,
                   container=target, key=key, sink="saved", guards=guards)
-        self.hits[-1].file_name = kept is None and names_a_file(value, target)
+        self.hits[-1].file_name = kept is None and names_a_file(value, target, self.place.scope.node)
 
     def _hit(
         self, node: ast.AST, code: Code, subject: str, use: Use, verdict: Verdict, kept: Optional[str] = None, *,
@@ -628,7 +628,7 @@ class ModuleAnalyzer:
         root, _ = root_of(container)
         for obj in key.objects:
             shown = render(obj)
-            if same_expr(root, obj) and not names_a_file(key_node, container):
+            if same_expr(root, obj) and not names_a_file(key_node, container, self.place.scope.node):
                 reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
                 continue
             if _holds(value, obj, flow) or _holds(also_holding, obj, flow):

@@ -60,7 +60,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     owned = _owned_keys_elsewhere(hits)
 
     if any(hit.file_name for hit in writes):
-        return Assessment(Confidence.HIGH, "the id is written into a file name, and the file outlives every object")
+        return Assessment(Confidence.HIGH, "the id is written into a file name or a name registered with the process, which outlives every object")
 
     if not writes:
         if owned:

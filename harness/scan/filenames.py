@@ -22,11 +22,14 @@ _PATH_NAME = re.compile(r"(path|file|dir|folder)", re.IGNORECASE)
 _PATH_TEXT = re.compile(r"[/\\]|\.[A-Za-z][A-Za-z0-9]{0,4}$")
 
 
-def names_a_file(expr: Optional[ast.expr], target: Optional[ast.expr] = None) -> bool:
+def names_a_file(expr: Optional[ast.expr], target: Optional[ast.expr] = None, function: Optional[ast.AST] = None) -> bool:
     """Whether ``expr`` (an id-derived key or the value holding it) builds a file name, or
-    is stored in a ``target`` named as a path."""
+    is stored in a ``target`` named as a path, or (with ``function``, the code around it)
+    that target is handed to a call that makes, opens or registers something by that name."""
     if expr is None:
         return False
+    if function is not None and target is not None and _handed_to_namer(target, function):
+        return True
     if target is not None and _PATH_NAME.search(_last_name(target)):
         return isinstance(expr, (ast.JoinedStr, ast.BinOp, ast.Call))
     for node in ast.walk(expr):
@@ -37,6 +40,21 @@ def names_a_file(expr: Optional[ast.expr], target: Optional[ast.expr] = None) ->
         if isinstance(node, ast.JoinedStr):
             texts = [v.value for v in node.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]
             if any(_PATH_TEXT.search(text) for text in texts):
+                return True
+    return False
+
+
+# Calls that make, open or register something under a name they are given.
+_NAMERS = re.compile(r"(register|define|open|save|makedirs|mkdir|write|export|dump|create)", re.IGNORECASE)
+
+
+def _handed_to_namer(target: ast.expr, function: ast.AST) -> bool:
+    """``self.name = f"op_{id(self)}"`` then ``lib.define(self.name, ...)``: the name leaves
+    the object for a namespace of the process (or the disk) that outlives it."""
+    shown = ast.unparse(target)
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call) and _NAMERS.search(callee_name(node) or ""):
+            if any(ast.unparse(argument) == shown for argument in [*node.args, *(k.value for k in node.keywords)]):
                 return True
     return False
 
