@@ -22,7 +22,7 @@ from types import SimpleNamespace
 from typing import Iterable, Optional
 
 from harness.scan.analyzer import Use
-from harness.scan.decorators import wrapping_call
+from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.finding import Confidence
 from harness.scan.holders import immortal
 from harness.scan.lifetime import Lifetime
@@ -81,6 +81,11 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(Confidence.HIGH, owned)
+        singleton = module_level_instance(_scope(primary), primary.module.index)
+        if singleton is not None:
+            return Assessment(Confidence.HIGH, (
+                f"the container belongs to a module-level instance ({singleton}), which lives for the whole process"
+            ))
         wrapper = wrapping_call(_scope(primary))
         if wrapper is not None:
             return Assessment(Confidence.HIGH, (

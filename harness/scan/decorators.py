@@ -16,7 +16,9 @@ module's lifetime, and every call keys its cache by the arguments it is given.
 
 An attribute of an instance keyed by objects passed to it is usually of low confidence
 (the instance may live for one phase); here the instance is the decorated function, so the
-cache lives as long as the module and the arguments come and go.
+cache lives as long as the module and the arguments come and go. So does the instance a
+module makes once and keeps at its top level (``_manager = Manager()``):
+:func:`module_level_instance`.
 """
 
 from __future__ import annotations
@@ -50,4 +52,29 @@ def wrapping_call(scope) -> Optional[str]:
             and isinstance(node.func.value, ast.Name) and node.func.value.id == owner
         ):
             return f"{scope.class_name}.__call__"
+    return None
+
+
+def module_level_instance(scope, index) -> Optional[str]:
+    """``path: name = Class(...)`` when a scanned module binds an instance of the class
+    that ``scope``'s method belongs to at its top level (a singleton, living for the whole
+    process), else None."""
+    class_name = scope.class_name if scope is not None else None
+    while scope is not None and not class_name:
+        scope = scope.parent
+        class_name = scope.class_name if scope is not None else None
+    if not class_name or index is None:
+        return None
+    for site in index.calls_of(class_name) or []:
+        statement = site.module.parents.get(site.call)
+        if (
+            site.scope is site.module.module_scope
+            and isinstance(statement, (ast.Assign, ast.AnnAssign))
+            and statement.value is site.call
+            and isinstance(site.call.func, ast.Name)
+        ):
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if names:
+                return f"{site.module.path}: {names[0]} = {class_name}(...)"
     return None

@@ -24,6 +24,7 @@ EXPECTED = {
     "_LOOKED_UP": (Confidence.LOW, "only lookups"),
     "table in fill()": (Confidence.LOW, "caller's"),
     "Pickler.memo": (Confidence.LOW, "one phase"),
+    "Registry.entries": (Confidence.HIGH, "module-level instance"),
     "Layer.key": (Confidence.HIGH, "replaces"),
     "Mode.cache": (Confidence.HIGH, "another object"),
     "_REGISTERED": (Confidence.LOW, "decorator"),
