@@ -41,7 +41,7 @@ class ScanIndex:
         self._facts: dict[str, object] = {}
         self._calls: dict[str, Optional[list[CallSite]]] = {}
         self.module_paths = ModulePaths(trees)
-        self._rebound: Optional[set[str]] = None
+        self._rebound: Optional[tuple[set[str], set[str]]] = None
 
     def adopt(self, module) -> None:
         """Use ``module`` (already built by the scanner) for its path."""
@@ -78,16 +78,24 @@ class ScanIndex:
         """Every name some scanned file assigns as an attribute (``x.name = ...``,
         ``setattr(x, "name", ...)``) or declares ``global`` (and so may rebind at run time):
         an object reached as ``module.name`` is replaced when one of these runs."""
+        return self._rebinding()[0]
+
+    def global_names(self) -> set[str]:
+        """Every name some scanned file declares ``global`` (a module variable rebound at run time)."""
+        return self._rebinding()[1]
+
+    def _rebinding(self) -> tuple[set[str], set[str]]:
         if self._rebound is None:
             found: set[str] = set()
+            declared_global: set[str] = set()
             for source in self._sources.values():
                 for match in _REBINDING.finditer(source):
                     attribute, set_name, declared = match.groups()
                     if attribute or set_name:
                         found.add((attribute or set_name).decode())
                     else:
-                        found.update(name.strip().decode() for name in declared.split(b","))
-            self._rebound = found
+                        declared_global.update(name.strip().decode() for name in declared.split(b","))
+            self._rebound = (found | declared_global, declared_global)
         return self._rebound
 
 

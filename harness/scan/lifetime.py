@@ -247,6 +247,12 @@ class LifetimeJudge:
             if path and name in place.module.classes:
                 return Verdict(Lifetime.CLASS, False, f"class attribute {name}.{path} lives as long as the class", f"{name}.{path}")
             if path:
+                replaced = _replaced_holder([name, *path.split(".")[:-1]], place)
+                if replaced is not None:
+                    return Verdict(Lifetime.INSTANCE, False, (
+                        f"{shown} belongs to {replaced}, which the scanned code replaces (a new object each time, "
+                        "one compile or one phase): it lives as long as that object, not the process"
+                    ), f"{name}.{path}")
                 return Verdict(Lifetime.GLOBAL_OBJECT, False, f"{shown} belongs to module-level {name}, which lives for the whole process", f"{name}.{path}")
             kind = "module-level" if name in place.module.module_scope.assigned else "global"
             return Verdict(Lifetime.MODULE, False, f"{kind} {shown} lives for the whole process", f"{place.module.path}::{name}")
@@ -624,6 +630,18 @@ def _imported_container(name: str, path: str, shown: str, place: Place) -> Optio
     if tail:
         return Verdict(Lifetime.GLOBAL_OBJECT, False, f"{shown} belongs to {head}, module-level in {where}, which lives for the whole process", f"{head}.{tail}")
     return Verdict(Lifetime.MODULE, False, f"{shown} is module-level {head} of {where}, which lives for the whole process", f"{where}::{head}")
+
+
+def _replaced_holder(names: list[str], place: Place) -> Optional[str]:
+    """The first of the objects on a container's path (``V``, ``graph`` of ``V.graph.reg``)
+    that some scanned file rebinds (``x.graph = ...``, ``global V``), or None."""
+    index = place.module.index
+    if index is None:
+        return None
+    for position, name in enumerate(names):
+        if name in (index.rebound_names() if position else index.global_names()):
+            return ".".join(names[: position + 1])
+    return None
 
 
 def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST) -> bool:

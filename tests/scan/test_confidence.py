@@ -68,3 +68,13 @@ def test_a_decorator_class_keeps_its_cache_with_high_confidence():
     found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
     assert found["memoize.cache"].confidence is Confidence.HIGH, found["memoize.cache"].confidence_reason
     assert "decorator" in found["memoize.cache"].confidence_reason
+
+
+def test_a_registry_on_a_replaced_module_attribute_lives_for_one_phase():
+    # state.graph is assigned anew (compile_one), state.config never: the registry on the
+    # graph dies with each graph, the one on the config lives for the whole process.
+    fixture = FIXTURE.parent / "rebound_attributes.py"
+    result = scan_paths([str(fixture)])
+    found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    assert found["state.graph.seen"].confidence is Confidence.LOW, found["state.graph.seen"].confidence_reason
+    assert found["state.config.seen"].confidence is Confidence.HIGH, found["state.config.seen"].confidence_reason
