@@ -663,7 +663,7 @@ class ModuleAnalyzer:
         for node in self._function_nodes():
             if not isinstance(node, ast.Call) or len(node.args) < 2 or not same_expr(node.args[0], obj):
                 continue
-            if not self._runs_with(node, sink):
+            if not (self._runs_with(node, sink) or self._once_per_key(node, sink)):
                 continue
             name = dotted(node.func) or ""
             if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
@@ -674,6 +674,19 @@ class ModuleAnalyzer:
             if any(self._callback_mentions(part, tail) for part in rest):
                 return node.lineno
         return None
+
+    def _once_per_key(self, node: ast.AST, sink: ast.AST) -> bool:
+        """``if idx not in self.refs: self.refs[idx] = weakref.ref(key, prune)`` before the
+        sink: the finalizer is made the first time the key is stored and kept for later
+        stores of the same key, so every store runs with one."""
+        statement = self._statement_of(node)
+        guard = self.module.parents.get(statement)
+        if not (isinstance(guard, ast.If) and isinstance(guard.test, ast.Compare) and len(guard.test.ops) == 1):
+            return False
+        if not isinstance(guard.test.ops[0], ast.NotIn) or not any(s is statement for s in guard.body):
+            return False
+        block = self._block_of(guard)
+        return block is not None and block in self._blocks_around(sink) and guard.lineno < getattr(sink, "lineno", 0)
 
     def _callback_mentions(self, callback: ast.expr, tail: str, depth: int = 0) -> bool:
         """Whether a callback reaches code naming the container: a function or method of

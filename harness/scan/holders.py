@@ -77,8 +77,7 @@ def immortal(obj: ast.expr, place) -> Optional[str]:
         root, parts = root_of(obj)
         if "[]" not in parts and isinstance(root, ast.Name) and _module_binding(root.id, place) == "import":
             index = place.module.index
-            rebound = [part for part in parts if index is not None and part in index.rebound_names()]
-            if rebound:
+            if index is not None and index.replaced([root.id, *parts]) is not None:
                 return None   # config.graph where some file sets x.graph = ...: replaced, so it can die
             return f"{render(obj)} is an attribute of the imported module {root.id}, which lives for the whole process"
         return None

@@ -84,6 +84,21 @@ class ScanIndex:
         """Every name some scanned file declares ``global`` (a module variable rebound at run time)."""
         return self._rebinding()[1]
 
+    def replaced(self, names: list[str]) -> Optional[str]:
+        """The first object on a dotted path (``V``, ``V.graph`` of ``V.graph.reg``) that a
+        scanned file may replace, or None: the root when some file declares it ``global``;
+        a later part when some file assigns an attribute of that name, unless the path so far
+        names a scanned module (``torch._inductor.debug`` is a module, whatever
+        ``config.debug = True`` elsewhere sets)."""
+        for position, name in enumerate(names):
+            prefix = ".".join(names[: position + 1])
+            if position == 0:
+                if name in self.global_names():
+                    return prefix
+            elif name in self.rebound_names() and self.module_paths.module(prefix, "") is None:
+                return prefix
+        return None
+
     def _rebinding(self) -> tuple[set[str], set[str]]:
         if self._rebound is None:
             found: set[str] = set()

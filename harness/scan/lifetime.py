@@ -633,15 +633,10 @@ def _imported_container(name: str, path: str, shown: str, place: Place) -> Optio
 
 
 def _replaced_holder(names: list[str], place: Place) -> Optional[str]:
-    """The first of the objects on a container's path (``V``, ``graph`` of ``V.graph.reg``)
-    that some scanned file rebinds (``x.graph = ...``, ``global V``), or None."""
+    """The first of the objects on a container's path (``V``, ``V.graph`` of ``V.graph.reg``)
+    that some scanned file replaces, or None (see :meth:`~harness.scan.index.ScanIndex.replaced`)."""
     index = place.module.index
-    if index is None:
-        return None
-    for position, name in enumerate(names):
-        if name in (index.rebound_names() if position else index.global_names()):
-            return ".".join(names[: position + 1])
-    return None
+    return index.replaced(names) if index is not None else None
 
 
 def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST) -> bool:
