@@ -1,18 +1,7 @@
 """A memoising decorator written as a class: its instance wraps one function for the
-module's lifetime, and every call keys its cache by the arguments it is given.
-
-::
-
-    class memoize:
-        def __init__(self, fn):
-            self.fn = fn
-            self.cache = {}
-
-        def __call__(self, *args):
-            key = tuple(map(id, args))
-            if key not in self.cache:
-                self.cache[key] = self.fn(*args)
-            return self.cache[key]
+module's lifetime (``__init__`` keeps the function, ``__call__`` calls it), and every call
+keys its cache by the ids of the arguments it is given
+(``tests/scan/fixtures/memo_decorators.py`` shows the shape).
 
 An attribute of an instance keyed by objects passed to it is usually of low confidence
 (the instance may live for one phase); here the instance is the decorated function, so the
