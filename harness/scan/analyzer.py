@@ -15,109 +15,32 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import enum
 from typing import Optional
 
 from harness.scan.codes import Code
-from harness.scan.delegated import param_stores, passed
+from harness.scan.counting import Counting, is_number
+from harness.scan.delegated import IndirectStores
+from harness.scan.destinations import MUTATORS
 from harness.scan.environment import Place
 from harness.scan.facts import Factory, ModuleFacts
 from harness.scan.filenames import names_a_file
 from harness.scan.flow import FlowState
+from harness.scan.hits import Hit, Use, code_for
+from harness.scan.holders import holds, membership_guards, object_free_value
+from harness.scan.keepalive import PRUNE_METHODS, KeepAlive
 from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind
-from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, owner_pinned, roots
-from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
+from harness.scan.lifetime import LifetimeJudge
 from harness.scan.resets import Prune
-from harness.scan.scopes import Binding
-from harness.scan.syntax import callee_name, dotted, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import render
+from harness.scan.verdict import Verdict
 
 _READ_METHODS = {"get", "__getitem__"}
 _CONTAINS_METHODS = {"__contains__"}
 _STORE_METHODS = {"setdefault", "__setitem__"}
 _ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
-# Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
-_PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
 
 
-
-class Use(enum.Enum):
-    """What the code does with the id-derived key at a sink, and what goes wrong if stale."""
-
-    STORE = "when the object dies the entry stays, and a new object that gets the address matches it"
-    READ = "a new object that gets a dead object's address finds the dead object's entry"
-    SAVED = "a new object that gets the same address compares equal to the saved id"
-    CACHED = "the cache keeps results for dead objects and hands them to new objects at the same address"
-
-
-@dataclasses.dataclass(eq=False)
-class Hit:
-    """One sink, before the whole-scan judgement of reads."""
-
-    module: ModuleFacts
-    node: ast.AST
-    code: Code
-    subject: str
-    use: Use
-    verdict: Verdict
-    kept_alive: Optional[str] = None
-    container: Optional[ast.expr] = None
-    key: Optional[KeyFacts] = None
-    where: str = ""                                      # qualified name of the function
-    guards: tuple[tuple[str, int], ...] = ()             # registries checked to hold the key
-    sink: str = "mapping"                                # mapping, element, membership, saved, cached
-    allocated: bool = False                              # the key's objects are made by this function
-    file_name: bool = False                              # the id is written into a file or registered name
-    count: bool = False                                  # the use only adds to a count kept per key
-
-    @property
-    def attribute(self) -> Optional[str]:
-        """The last attribute naming the container (``_external_params`` for
-        ``module._external_params[k]``): stores and reads are matched by it when the object
-        the attribute belongs to cannot be told."""
-        if self.container is None:
-            return None
-        _, parts = root_of(self.container)
-        parts = parts[: parts.index("[]")] if "[]" in parts else parts
-        return parts[-1] if parts else None
-
-
-def code_for(key: KeyFacts, sink: str) -> Code:
-    """The finding code for an id-derived ``key`` used as a ``sink`` ("mapping", "element",
-    "membership")."""
-    if key.kind is KeyKind.HASH:
-        return Code.KEY_FROM_IDENTITY_HASH
-    if key.kind is KeyKind.COMPOSITE:
-        return Code.KEY_BUILT_FROM_ID
-    return {
-        "mapping": Code.DICT_KEYED_BY_ID,
-        "element": Code.COLLECTION_OF_IDS,
-        "membership": Code.MEMBERSHIP_BY_ID,
-    }[sink]
-
-
-def _holds(value: Optional[ast.expr], obj: ast.expr, flow: FlowState, followed: frozenset = frozenset()) -> bool:
-    """Whether ``value`` is ``obj`` or a literal (or a name bound to one) containing it.
-    Each name is followed once: ``params = [params]`` binds a name to a list holding
-    itself, and the cycle ends there."""
-    if value is None:
-        return False
-    if same_expr(value, obj):
-        return True
-    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
-        return any(_holds(element, obj, flow, followed) for element in value.elts)
-    if isinstance(value, ast.Dict):
-        return any(_holds(part, obj, flow, followed) for part in [*value.keys, *value.values] if part is not None)
-    if isinstance(value, ast.Starred):
-        return _holds(value.value, obj, flow, followed)
-    if isinstance(value, ast.Call) and _constructs(value):
-        # Entry(obj, meta): an instance made with the object holds it
-        return any(_holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)])
-    if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
-        return _holds(flow.holders[value.id], obj, flow, followed | {value.id})
-    return False
-
-
-class ModuleAnalyzer:
+class ModuleAnalyzer(KeepAlive, Counting, IndirectStores):
     """Walks one module and collects its :class:`Hit` list."""
 
     def __init__(self, module: ModuleFacts, factories: dict[str, Factory]):
@@ -214,7 +137,7 @@ class ModuleAnalyzer:
             if key is not None:
                 self._store(target, target.value, key, target.slice, None)
                 self.hits[-1].count = (
-                    isinstance(node.op, (ast.Add, ast.Sub)) and _is_number(node.value)
+                    isinstance(node.op, (ast.Add, ast.Sub)) and is_number(node.value)
                     and self._only_counted(target.value, node)
                 )
             self.visit(target.value)
@@ -362,7 +285,7 @@ class ModuleAnalyzer:
             return
         method = call.func.attr
         receiver = call.func.value
-        if method in _PRUNE_METHODS:
+        if method in PRUNE_METHODS:
             self._prune(receiver, call.args[0], call)
             return
         argument = call.args[1] if method == "insert" and len(call.args) > 1 else call.args[0]
@@ -386,89 +309,6 @@ class ModuleAnalyzer:
         elif method in _ELEMENT_METHODS or method == "insert":
             self._store(call, receiver, key, argument, None, sink="element")
 
-    def _delegated_store(self, call: ast.Call) -> None:
-        """``self._put(id(obj), value)`` where ``_put`` (of this module) stores its key
-        parameter: a store at the call, into the callee's container (:mod:`harness.scan.delegated`)."""
-        if not call.args and not call.keywords:
-            return
-        qualified = self.module.callee_qualname(call, self.place.scope)
-        function = self.module.functions.get(qualified) if qualified else None
-        if function is None or qualified in self.module.cached_functions or function is self.place.scope.node:
-            return
-        callee = self.module.scopes[function]
-        params = [p for p in callee.params if p != callee.bound_param]
-        arguments = passed(call, params)
-        for param, argument in arguments:
-            key = self.reader.key(argument)
-            if key is None:
-                continue
-            for store in param_stores(function, param):
-                value = dict(arguments).get(store.value.id) if isinstance(store.value, ast.Name) else None
-                verdict = self.judge.container(store.container, self.place.at(callee))
-                line = getattr(store.node, "lineno", "?")
-                verdict = dataclasses.replace(verdict, reason=f"{render(call.func)}() stores it in {render(store.container)} (line {line}): {verdict.reason}")
-                self._store(call, store.container, key, argument, None, also_holding=value, sink=store.sink, verdict=verdict)
-
-    def _mark_count(self, store: Hit, target: ast.Subscript, value: Optional[ast.expr]) -> None:
-        """``d[k] = d.get(k, 0) + 1``: the store, and the read it adds to, only count."""
-        if not (isinstance(value, ast.BinOp) and isinstance(value.op, (ast.Add, ast.Sub))):
-            return
-        sides = [value.left, value.right]
-        if not any(_is_number(side) for side in sides):
-            return
-        read = next((side for side in sides if not _is_number(side)), None)
-        if read is None or not (isinstance(read, (ast.Subscript, ast.Call)) and render(root_of(read)[0]) == render(root_of(target)[0])):
-            return
-        if not self._only_counted(target.value, self.module.parents.get(value)):
-            return
-        inside = set(ast.walk(value))
-        for hit in self.hits:
-            if hit is store or (hit.node in inside and hit.use is Use.READ):
-                hit.count = True
-
-    def _only_counted(self, container: ast.expr, statement: Optional[ast.AST]) -> bool:
-        """Whether the module reads ``container`` nowhere but in ``statement`` and in
-        statements that count or log (``len(counts)`` returned is a use of its own)."""
-        shown = render(container)
-        inside = set(ast.walk(statement)) if statement is not None else set()
-        for node in ast.walk(self.module.tree):
-            if node in inside or not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
-                continue
-            if (node.id if isinstance(node, ast.Name) else node.attr) != (shown.rsplit(".", 1)[-1]):
-                continue
-            if render(node) != shown:
-                continue
-            statement_of = self._statement_of(node)
-            if isinstance(statement_of, ast.AugAssign) or _logs(statement_of):
-                continue
-            return False
-        return True
-
-    def _update(self, call: ast.Call, receiver: ast.expr, argument: ast.expr) -> None:
-        """``d.update([(id(x), v)])``, ``d.update((id(x), v) for x in xs)``,
-        ``d.update(zip(map(id, xs), vs))``: every pair is a store into ``d`` (a dict built in
-        place, ``d.update({id(x): v})``, is one through :meth:`_creation`)."""
-        pairs: list[tuple[ast.expr, Optional[ast.expr]]] = []
-        if isinstance(argument, (ast.List, ast.Tuple, ast.Set)):
-            pairs = [(e.elts[0], e.elts[1]) for e in argument.elts if isinstance(e, ast.Tuple) and len(e.elts) == 2]
-        elif isinstance(argument, (ast.GeneratorExp, ast.ListComp)) and isinstance(argument.elt, ast.Tuple) and len(argument.elt.elts) == 2:
-            pairs = [(argument.elt.elts[0], argument.elt.elts[1])]
-        elif isinstance(argument, ast.Call) and callee_name(argument) == "zip" and len(argument.args) == 2:
-            source = self.reader.id_source(argument.args[0])
-            if source is not None:
-                self._consume(argument)
-                self._store(call, receiver, source, argument.args[0], None)
-            return
-        for key_node, value in pairs:
-            key = self.reader.key(key_node)
-            if key is not None:
-                self._consume(argument)
-                self._store(call, receiver, key, key_node, value)
-
-    def _consume(self, node: ast.AST) -> None:
-        """Leave ``node`` and what it is made of out of :meth:`_creation`: it is judged as
-        part of the store it is an argument of."""
-        self._consumed.update(ast.walk(node))
 
     def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
         """``d.setdefault(id(x), []).append(x)``: the object appended to the entry."""
@@ -515,7 +355,7 @@ class ModuleAnalyzer:
             return  # a local list of ids is not a registry; it is reported once it escapes
         sink = "mapping" if collection.is_mapping else "element"
         kept = None
-        if collection.is_mapping and key.objects and all(_holds(collection.entry_value, obj, self.place.flow) for obj in key.objects):
+        if collection.is_mapping and key.objects and all(holds(collection.entry_value, obj, self.place.flow) for obj in key.objects):
             kept = f"each entry holds {render(key.objects[0])} itself, so its id cannot be reused while the entry exists"
         if kept is None and key.objects:
             kept = self._never_die(key)
@@ -606,248 +446,6 @@ class ModuleAnalyzer:
         return shown if key.text in shown else f"{shown} (key {key.text})"
 
     # ---- what keeps an object alive ----------------------------------------------------
-
-    def _kept_alive(
-        self,
-        sink: ast.AST,
-        key: KeyFacts,
-        container: ast.expr,
-        value: Optional[ast.expr],
-        also_holding: Optional[ast.expr],
-        key_node: Optional[ast.expr] = None,
-    ) -> Optional[str]:
-        """Why every object of ``key`` outlives the entry, or None when nothing shows it.
-
-        A finalizer or a second holder counts only when it runs whenever the sink does: it
-        sits in the sink's own block or in a block around it (not in a branch beside it).
-        """
-        if not key.objects:
-            return None
-        flow = self.place.flow
-        reasons = []
-        root, _ = root_of(container)
-        for obj in key.objects:
-            shown = render(obj)
-            if same_expr(root, obj) and not names_a_file(key_node, container, self.place.scope.node):
-                reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
-                continue
-            if _holds(value, obj, flow) or _holds(also_holding, obj, flow):
-                reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
-                continue
-            never = immortal(obj, self.place) or owner_pinned(obj, container, self.place)
-            if never is not None:
-                reasons.append(never)
-                continue
-            finalizer = self._finalizer_pruning(sink, obj, container)
-            if finalizer is not None:
-                reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
-                continue
-            sibling = self._sibling_holder(sink, obj, container) or loop_holder(sink, obj, container, self.place)
-            if sibling is not None:
-                reasons.append(sibling)
-                continue
-            return None
-        return "; ".join(dict.fromkeys(reasons))
-
-    def _function_nodes(self) -> list[ast.AST]:
-        scope = self.place.scope
-        return list(walk_same_scope(scope.node))
-
-    def _finalizer_pruning(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[int]:
-        """The line of a ``weakref.finalize(obj, ...)`` (or ``weakref.ref(obj, callback)``)
-        in this function whose callback mentions the container."""
-        root, parts = root_of(container)
-        tail = next((part for part in reversed(parts) if part != "[]"), None) or (root.id if isinstance(root, ast.Name) else None)
-        if tail is None:
-            return None
-        for node in self._function_nodes():
-            if not isinstance(node, ast.Call) or len(node.args) < 2 or not same_expr(node.args[0], obj):
-                continue
-            if not (self._runs_with(node, sink) or self._once_per_key(node, sink)):
-                continue
-            name = dotted(node.func) or ""
-            if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
-                continue
-            rest = [*node.args[1:], *(k.value for k in node.keywords)]
-            if any(tail in render(part) for part in rest):
-                return node.lineno
-            if any(self._callback_mentions(part, tail) for part in rest):
-                return node.lineno
-        return None
-
-    def _once_per_key(self, node: ast.AST, sink: ast.AST) -> bool:
-        """``if idx not in self.refs: self.refs[idx] = weakref.ref(key, prune)`` before the
-        sink: the finalizer is made the first time the key is stored and kept for later
-        stores of the same key, so every store runs with one."""
-        statement = self._statement_of(node)
-        guard = self.module.parents.get(statement)
-        if not (isinstance(guard, ast.If) and isinstance(guard.test, ast.Compare) and len(guard.test.ops) == 1):
-            return False
-        if not isinstance(guard.test.ops[0], ast.NotIn) or not any(s is statement for s in guard.body):
-            return False
-        block = self._block_of(guard)
-        return block is not None and block in self._blocks_around(sink) and guard.lineno < getattr(sink, "lineno", 0)
-
-    def _callback_mentions(self, callback: ast.expr, tail: str, depth: int = 0) -> bool:
-        """Whether a callback reaches code naming the container: a function or method of
-        this module (or a nested function), a lambda or ``functools.partial`` calling one,
-        followed through the calls it makes (``finalize(x, self._drop, k)`` where ``_drop``
-        calls ``self._forget(k)``, which deletes the key), up to three calls deep."""
-        function = self._function_named(callback)
-        if function is not None:
-            if tail in render(function):
-                return True
-            callback = function
-        elif tail in render(callback):
-            return True
-        if depth >= 3:
-            return False
-        for inner in ast.walk(callback):
-            if inner is callback:
-                continue
-            target = inner.func if isinstance(inner, ast.Call) else inner
-            if isinstance(target, (ast.Name, ast.Attribute)) and self._function_named(target) not in (None, callback):
-                if self._callback_mentions(target, tail, depth + 1):
-                    return True
-        return False
-
-    def _function_named(self, node: ast.expr) -> Optional[ast.AST]:
-        """The function of this module ``node`` names (``f``, ``self.m``, ``Class.m``, a
-        nested function of the current one), or None."""
-        name = None
-        if isinstance(node, ast.Name):
-            name = node.id
-        elif isinstance(node, ast.Attribute):
-            owner = self.place.method_owner(node.value) or (node.value.id if isinstance(node.value, ast.Name) else None)
-            name = f"{owner}.{node.attr}" if owner else None
-        function = self.module.functions.get(name) if name else None
-        if function is None and isinstance(node, ast.Name):
-            nested = (
-                n for n in self._function_nodes()
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == node.id
-            )
-            function = next(nested, None)
-        return function
-
-    def _pruned_in_finally(self, sink: ast.AST, container: ast.expr, key_node: ast.expr) -> Optional[str]:
-        """``s.add(key)`` then ``try: ... finally: s.discard(key)``: the entry lives only while
-        this call runs, and the call holds the object (a recursion guard)."""
-        for node in self._function_nodes():
-            if not isinstance(node, ast.Try) or not node.finalbody:
-                continue
-            inside = any(child is sink for statement in node.body for child in ast.walk(statement))
-            if not (inside or self._runs_with(node, sink)):
-                continue
-            for statement in node.finalbody:
-                for prune in ast.walk(statement):
-                    if self._prunes(prune, container, key_node):
-                        return (
-                            f"the finally block at line {prune.lineno} removes the entry, so it lives "
-                            "only while this call, which holds the object, runs"
-                        )
-        return None
-
-    @staticmethod
-    def _prunes(node: ast.AST, container: ast.expr, key_node: ast.expr) -> bool:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PRUNE_METHODS:
-            return bool(node.args) and same_expr(node.func.value, container) and same_expr(node.args[0], key_node)
-        if isinstance(node, ast.Delete):
-            return any(
-                isinstance(t, ast.Subscript) and same_expr(t.value, container) and same_expr(t.slice, key_node)
-                for t in node.targets
-            )
-        return False
-
-    def _sibling_holder(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[str]:
-        """Another store in this function, into state with the same root (``self``, ``cls``,
-        the same global), that holds the object: the state keeps it alive with the key."""
-        registry_roots = roots(container, self.place)
-        if not registry_roots:
-            return None
-        flow = self.place.flow
-        for node in self._function_nodes():
-            targets: list[tuple[ast.expr, Optional[ast.expr]]] = []
-            if isinstance(node, ast.Assign):
-                targets = [(target, node.value) for target in node.targets]
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and node.args:
-                targets = [(node.func.value, node.args[-1])]
-            for target, value in targets:
-                if same_expr(target, container) or not _holds(value, obj, flow):
-                    continue
-                # A holder reached through a local alias counts as the state it aliases
-                # (streams = self.rs_streams if rs else self.ag_streams; streams.append(s)).
-                resolved = aliases(target, self.place)
-                if isinstance(target, ast.Name) and resolved == [target]:
-                    continue
-                holder_roots = {root.id for root, _ in map(root_of, resolved) if isinstance(root, ast.Name)}
-                if holder_roots and holder_roots <= registry_roots and self._runs_with(node, sink):
-                    return f"{render(target)} also holds {render(obj)} (line {node.lineno}), with the same lifetime as the key"
-        return None
-
-    def _made_here(self, obj: ast.expr) -> bool:
-        """Whether ``obj`` is a local of this function bound only to call results (an object
-        this function makes, rather than one a caller brings)."""
-        if not isinstance(obj, ast.Name):
-            return False
-        binding, owner = self.place.scope.resolve(obj.id)
-        values = owner.values.get(obj.id, [])
-        return binding is Binding.LOCAL and bool(values) and all(isinstance(v, ast.Call) for v in values)
-
-    def _never_die(self, key: KeyFacts) -> Optional[str]:
-        """Why every object of ``key`` lives for the whole process, or None."""
-        reasons = [immortal(obj, self.place) for obj in key.objects]
-        return "; ".join(dict.fromkeys(reasons)) if reasons and all(reasons) else None
-
-
-    def _runs_with(self, node: ast.AST, sink: ast.AST) -> bool:
-        """Whether the statement of ``node`` sits in a block that also (directly or through
-        nesting) contains ``sink``: then both run, or neither (exceptions aside)."""
-        block = self._block_of(self._statement_of(node))
-        return block is not None and block in self._blocks_around(sink)
-
-    def _statement_of(self, node: ast.AST) -> ast.AST:
-        parents = self.module.parents
-        while not isinstance(node, ast.stmt) and node in parents:
-            node = parents[node]
-        return node
-
-    def _block_of(self, statement: ast.AST) -> Optional[tuple[ast.AST, str]]:
-        parent = self.module.parents.get(statement)
-        if parent is None:
-            return None
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if isinstance(block, list) and any(item is statement for item in block):
-                return (parent, field)
-        return None
-
-    def _blocks_around(self, node: ast.AST) -> list[tuple[ast.AST, str]]:
-        blocks = []
-        current = self._statement_of(node)
-        while current is not None and current is not self.place.scope.node:
-            block = self._block_of(current)
-            if block is not None:
-                blocks.append(block)
-            current = self.module.parents.get(current)
-        return blocks
-
-
-def _constructs(call: ast.Call) -> bool:
-    """A call of a class by its name (``Entry(...)``, ``mod.Entry(...)``), not of a weak reference."""
-    name = callee_name(call) or ""
-    return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name
-
-
-def _logs(statement: ast.AST) -> bool:
-    """A statement that only prints or logs (``logger.info(...)``, ``print(...)``)."""
-    if not isinstance(statement, ast.Expr) or not isinstance(statement.value, ast.Call):
-        return False
-    name = callee_name(statement.value) or ""
-    return name in ("print", "info", "debug", "warning", "warn", "log", "error", "record", "add_scalar")
-
-
-def _is_number(node: Optional[ast.AST]) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
 
 
 def _inner_statements(statement: ast.AST) -> list:

@@ -25,7 +25,7 @@ from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.finding import Confidence
 from harness.scan.holders import immortal
-from harness.scan.lifetime import Lifetime
+from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding
 from harness.scan.syntax import render, root_of
 

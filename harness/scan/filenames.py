@@ -3,7 +3,7 @@
 ``self.path = os.path.join(root, f"state_{id(self)}.pt")`` keeps the id in ``self``, which
 dies with the object -- but the file does not: a new object at the same address builds the
 same name and finds the dead one's file. "The container belongs to the object" is then no
-reason the key is safe (:meth:`~harness.scan.analyzer.ModuleAnalyzer._kept_alive`).
+reason the key is safe (:meth:`~harness.scan.keepalive.KeepAlive._kept_alive`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What else keeps a keyed object alive, or makes a stale entry harmless.
 
-The analyzer (:meth:`~harness.scan.analyzer.ModuleAnalyzer._kept_alive`) asks these
+The analyzer (:meth:`~harness.scan.keepalive.KeepAlive._kept_alive`) asks these
 questions about one object of one store, after the plain ones (does the entry hold the
 object, does a finalizer prune it). Each answer is a sentence for the finding's reason, or
 None when the source does not show it:
@@ -27,7 +27,7 @@ import builtins
 from typing import Optional
 
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import callee_name, render, root_of, same_expr, walk_same_scope
 
 _BUILTIN_NAMES = set(dir(builtins))
 _TUPLE_BUILDERS = {"tuple", "frozenset"}
@@ -281,3 +281,31 @@ def _set_only_in_init(attribute: str, methods: dict[str, ast.AST], owner: str, m
     if not in_init:
         return False
     return not made_here or all(isinstance(getattr(n, "value", None), ast.Call) for n in in_init)
+
+
+def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = frozenset()) -> bool:
+    """Whether ``value`` is ``obj`` or a literal (or a name bound to one) containing it.
+    Each name is followed once: ``params = [params]`` binds a name to a list holding
+    itself, and the cycle ends there."""
+    if value is None:
+        return False
+    if same_expr(value, obj):
+        return True
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return any(holds(element, obj, flow, followed) for element in value.elts)
+    if isinstance(value, ast.Dict):
+        return any(holds(part, obj, flow, followed) for part in [*value.keys, *value.values] if part is not None)
+    if isinstance(value, ast.Starred):
+        return holds(value.value, obj, flow, followed)
+    if isinstance(value, ast.Call) and _constructs(value):
+        # Entry(obj, meta): an instance made with the object holds it
+        return any(holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)])
+    if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
+        return holds(flow.holders[value.id], obj, flow, followed | {value.id})
+    return False
+
+
+def _constructs(call: ast.Call) -> bool:
+    """A call of a class by its name (``Entry(...)``, ``mod.Entry(...)``), not of a weak reference."""
+    name = callee_name(call) or ""
+    return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name

@@ -22,7 +22,7 @@ from harness.scan import advice
 from harness.scan.analyzer import Hit, Use
 from harness.scan.confidence import assess, bound_param, find_pins, loop_source
 from harness.scan.finding import Finding, RegistryFinding, Severity
-from harness.scan.lifetime import Lifetime
+from harness.scan.verdict import Lifetime
 from harness.scan.resets import Clear, Prune, bounding
 from harness.scan.syntax import render, root_of
 

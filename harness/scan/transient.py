@@ -3,7 +3,7 @@
 that a ``finally`` restores.
 
 A nested function passed on as a value can outlive the call that defines it, and with it
-what it captures (:meth:`~harness.scan.lifetime.LifetimeJudge._definition_escapes`). These
+what it captures (:meth:`~harness.scan.nested.NestedFunctions._definition_escapes`). These
 shapes take it back before that call returns, so it dies with the call's frame::
 
     handle = model.register_forward_hook(hook)
