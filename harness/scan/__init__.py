@@ -80,9 +80,10 @@ IDK004  key built from ids: tuples, f-strings, ``str()``/``hex()``/``format()`` 
         function of the same file called with an id argument; results of key factories
 IDK005  ``hash(obj)`` used as a key where ``obj`` hashes by identity (heuristic below)
 IDK006  an id (or key built from ids) saved on an attribute or a global and compared later
-IDK010  a file that could not be parsed (syntax error, null bytes, bad encoding); the
-        message names the Python that parsed it (a file written for a newer Python fails
-        with an older one); the scan goes on with the other files
+IDK010  a file that Python could not parse (syntax error, null bytes, bad encoding,
+        nesting deeper than its parser takes); the message names the Python that parsed it
+        (a file written for a newer Python fails with an older one); the scan goes on with
+        the other files. Every file Python parses is analysed to its end
 IDK011  a ``# id-hazard:`` comment without a reason; it suppresses nothing
 ======  ======================================================================================
 

@@ -18,7 +18,7 @@ finding, with the judged uses of one registry. The fix is chosen from what the r
 from __future__ import annotations
 
 from harness.scan.codes import Code
-from harness.scan.lifetime import Lifetime
+from harness.scan.verdict import Lifetime
 
 _CONSEQUENCE = {
     "read": "when one of them dies and a new object gets its address, the lookup at {where} finds the dead object's entry",

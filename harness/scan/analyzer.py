@@ -15,100 +15,27 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import enum
 from typing import Optional
 
 from harness.scan.codes import Code
+from harness.scan.counting import Counting, is_number
+from harness.scan.delegated import IndirectStores
 from harness.scan.environment import Place
 from harness.scan.facts import Factory, ModuleFacts
+from harness.scan.filenames import names_a_file
 from harness.scan.flow import FlowState
+from harness.scan.hits import Hit, Use, code_for
+from harness.scan.holders import membership_guards, object_free_value
+from harness.scan.keepalive import KeepAlive
 from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind
-from harness.scan.holders import aliases, immortal, loop_holder, membership_guards, object_free_value, roots
-from harness.scan.lifetime import MUTATORS, LifetimeJudge, Verdict
+from harness.scan.lifetime import LifetimeJudge
 from harness.scan.resets import Prune
-from harness.scan.scopes import Binding
-from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
-
-_READ_METHODS = {"get", "__getitem__"}
-_CONTAINS_METHODS = {"__contains__"}
-_STORE_METHODS = {"setdefault", "__setitem__"}
-_ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
-# Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
-_PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
+from harness.scan.sinks import Sinks
+from harness.scan.syntax import render
+from harness.scan.verdict import Verdict
 
 
-
-class Use(enum.Enum):
-    """What the code does with the id-derived key at a sink, and what goes wrong if stale."""
-
-    STORE = "when the object dies the entry stays, and a new object that gets the address matches it"
-    READ = "a new object that gets a dead object's address finds the dead object's entry"
-    SAVED = "a new object that gets the same address compares equal to the saved id"
-    CACHED = "the cache keeps results for dead objects and hands them to new objects at the same address"
-
-
-@dataclasses.dataclass(eq=False)
-class Hit:
-    """One sink, before the whole-scan judgement of reads."""
-
-    module: ModuleFacts
-    node: ast.AST
-    code: Code
-    subject: str
-    use: Use
-    verdict: Verdict
-    kept_alive: Optional[str] = None
-    container: Optional[ast.expr] = None
-    key: Optional[KeyFacts] = None
-    where: str = ""                                      # qualified name of the function
-    guards: tuple[tuple[str, int], ...] = ()             # registries checked to hold the key
-    sink: str = "mapping"                                # mapping, element, membership, saved, cached
-    allocated: bool = False                              # the key's objects are made by this function
-
-    @property
-    def attribute(self) -> Optional[str]:
-        """The last attribute naming the container (``_external_params`` for
-        ``module._external_params[k]``): stores and reads are matched by it when the object
-        the attribute belongs to cannot be told."""
-        if self.container is None:
-            return None
-        _, parts = root_of(self.container)
-        parts = parts[: parts.index("[]")] if "[]" in parts else parts
-        return parts[-1] if parts else None
-
-
-def code_for(key: KeyFacts, sink: str) -> Code:
-    """The finding code for an id-derived ``key`` used as a ``sink`` ("mapping", "element",
-    "membership")."""
-    if key.kind is KeyKind.HASH:
-        return Code.KEY_FROM_IDENTITY_HASH
-    if key.kind is KeyKind.COMPOSITE:
-        return Code.KEY_BUILT_FROM_ID
-    return {
-        "mapping": Code.DICT_KEYED_BY_ID,
-        "element": Code.COLLECTION_OF_IDS,
-        "membership": Code.MEMBERSHIP_BY_ID,
-    }[sink]
-
-
-def _holds(value: Optional[ast.expr], obj: ast.expr, flow: FlowState) -> bool:
-    """Whether ``value`` is ``obj`` or a literal (or a name bound to one) containing it."""
-    if value is None:
-        return False
-    if same_expr(value, obj):
-        return True
-    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
-        return any(_holds(element, obj, flow) for element in value.elts)
-    if isinstance(value, ast.Dict):
-        return any(_holds(part, obj, flow) for part in [*value.keys, *value.values] if part is not None)
-    if isinstance(value, ast.Starred):
-        return _holds(value.value, obj, flow)
-    if isinstance(value, ast.Name) and value.id in flow.holders:
-        return _holds(flow.holders[value.id], obj, flow)
-    return False
-
-
-class ModuleAnalyzer:
+class ModuleAnalyzer(Sinks, KeepAlive, Counting, IndirectStores):
     """Walks one module and collects its :class:`Hit` list."""
 
     def __init__(self, module: ModuleFacts, factories: dict[str, Factory]):
@@ -125,9 +52,21 @@ class ModuleAnalyzer:
         return self.place.reader
 
     def run(self) -> list[Hit]:
-        for statement in self.module.tree.body:
-            self.visit(statement)
+        self._visit_block(self.module.tree.body)
         return self.hits
+
+    def _visit_block(self, statements: list) -> None:
+        """Walk a block statement by statement. A statement nested deeper than Python's
+        recursion limit lets walking it fail alone: the statements inside it are walked
+        one by one, and only the expression too deep to follow goes unchecked."""
+        for statement in statements:
+            try:
+                self.visit(statement)
+            except RecursionError:
+                if statement in self.module.scopes:
+                    self._in_scope(statement, statement.body)
+                else:
+                    self._visit_block(_inner_statements(statement))
 
     # ---- walking ----------------------------------------------------------------------
 
@@ -148,8 +87,7 @@ class ModuleAnalyzer:
         outer = self.place
         self.place = outer.at(self.module.scopes[node])
         try:
-            for child in body:
-                self.visit(child)
+            self._visit_block(body)
         finally:
             self.place = outer
 
@@ -193,6 +131,10 @@ class ModuleAnalyzer:
             key = self.reader.key(target.slice)
             if key is not None:
                 self._store(target, target.value, key, target.slice, None)
+                self.hits[-1].count = (
+                    isinstance(node.op, (ast.Add, ast.Sub)) and is_number(node.value)
+                    and self._only_counted(target.value, node)
+                )
             self.visit(target.value)
             self.visit(target.slice)
         elif isinstance(target, ast.Name):
@@ -215,6 +157,7 @@ class ModuleAnalyzer:
             key = self.reader.key(target.slice)
             if key is not None:
                 self._store(target, target.value, key, target.slice, value)
+                self._mark_count(self.hits[-1], target, value)
             else:
                 self._saved_id(target, value, statement)
             self.visit(target.value)
@@ -285,139 +228,6 @@ class ModuleAnalyzer:
         if identity:
             self.prunes.append(Prune(identity, self.place.scope.qualname, self.module.path, node.lineno))
 
-    # ---- expressions that are sinks -----------------------------------------------------
-
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        if isinstance(node.ctx, ast.Load):
-            key = self.reader.key(node.slice)
-            if key is not None and self._entry_mutated(node):
-                # reg[id(x)].append(v): the entry is changed in place, a store into reg
-                call = self.module.parents[self.module.parents[node]]
-                self._store(node, node.value, key, node.slice, None, also_holding=call.args[0] if call.args else None)
-            elif key is not None:
-                verdict = self.judge.container(node.value, self.place)
-                self._hit(node, code_for(key, "mapping"), self._subject(node, key), Use.READ, verdict, container=node.value, key=key)
-        self.generic_visit(node)
-
-    def _entry_mutated(self, node: ast.Subscript) -> bool:
-        """``reg[k].append(v)``, ``reg[k].add(v)``: the looked-up entry is changed in place."""
-        attribute = self.module.parents.get(node)
-        call = self.module.parents.get(attribute) if attribute is not None else None
-        return (
-            isinstance(attribute, ast.Attribute) and attribute.attr in MUTATORS
-            and isinstance(call, ast.Call) and call.func is attribute
-        )
-
-    def visit_Compare(self, node: ast.Compare) -> None:
-        left = node.left
-        for operator, right in zip(node.ops, node.comparators):
-            if isinstance(operator, (ast.In, ast.NotIn)):
-                key = self.reader.key(left)
-                if key is not None:
-                    verdict = self._membership_container(right)
-                    self._hit(node, code_for(key, "membership"), self._subject(node, key), Use.READ, verdict,
-                              container=right, key=key, sink="membership")
-            left = right
-        self.generic_visit(node)
-
-    def _membership_container(self, container: ast.expr) -> Verdict:
-        if self.reader.collection(container) is not None:
-            return self.judge.destination(container, self.place)
-        return self.judge.container(container, self.place)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        self._method_sink(node)
-        self._cached_call(node)
-        self._creation(node)
-        self.generic_visit(node)
-
-    def _method_sink(self, call: ast.Call) -> None:
-        if not isinstance(call.func, ast.Attribute) or not call.args:
-            return
-        method = call.func.attr
-        receiver = call.func.value
-        if method in _PRUNE_METHODS:
-            self._prune(receiver, call.args[0], call)
-            return
-        argument = call.args[1] if method == "insert" and len(call.args) > 1 else call.args[0]
-        key = self.reader.key(argument)
-        if key is None:
-            return
-        if method in _READ_METHODS:
-            verdict = self.judge.container(receiver, self.place)
-            self._hit(call, code_for(key, "mapping"), self._subject(call, key), Use.READ, verdict, container=receiver, key=key)
-        elif method in _CONTAINS_METHODS:
-            verdict = self.judge.container(receiver, self.place)
-            self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict,
-                      container=receiver, key=key, sink="membership")
-        elif method in _STORE_METHODS:
-            value = call.args[1] if len(call.args) > 1 else None
-            appended = self._appended_to_result(call)
-            self._store(call, receiver, key, argument, value, also_holding=appended)
-        elif method in _ELEMENT_METHODS or method == "insert":
-            self._store(call, receiver, key, argument, None, sink="element")
-
-    def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
-        """``d.setdefault(id(x), []).append(x)``: the object appended to the entry."""
-        attribute = self.module.parents.get(call)
-        outer = self.module.parents.get(attribute) if attribute is not None else None
-        if (
-            isinstance(attribute, ast.Attribute)
-            and attribute.attr in MUTATORS
-            and isinstance(outer, ast.Call)
-            and outer.func is attribute
-            and outer.args
-        ):
-            return outer.args[0]
-        return None
-
-    def _cached_call(self, call: ast.Call) -> None:
-        qualified = self.module.callee_qualname(call, self.place.scope)
-        if qualified not in self.module.cached_functions:
-            return
-        for argument in [*call.args, *(k.value for k in call.keywords)]:
-            key = self.reader.key(argument)
-            if key is None:
-                continue
-            verdict = Verdict(
-                self.judge.container(call.func, self.place).lifetime,
-                False,
-                f"the functools cache of {qualified}() is keyed by {key.text} and lives as long as the function",
-            )
-            self._hit(call, Code.KEY_BUILT_FROM_ID, render(call), Use.CACHED, verdict, container=call.func, key=key, sink="cached")
-            return
-
-    def _creation(self, node: ast.expr) -> None:
-        if node in self._consumed:
-            return
-        collection = self.reader.collection(node)
-        if collection is None:
-            return
-        for inner in ast.walk(node):
-            if inner is not node:
-                self._consumed.add(inner)
-        verdict = self.judge.destination(node, self.place)
-        key = collection.element
-        if not collection.is_mapping and not collection.is_set and verdict.safe:
-            return  # a local list of ids is not a registry; it is reported once it escapes
-        sink = "mapping" if collection.is_mapping else "element"
-        kept = None
-        if collection.is_mapping and key.objects and all(_holds(collection.entry_value, obj, self.place.flow) for obj in key.objects):
-            kept = f"each entry holds {render(key.objects[0])} itself, so its id cannot be reused while the entry exists"
-        if kept is None and key.objects:
-            kept = self._never_die(key)
-        subject = render(node)
-        self._hit(node, code_for(key, sink), subject, Use.STORE, verdict, kept, container=node, key=key, sink=sink)
-
-    def visit_SetComp(self, node: ast.SetComp) -> None:
-        self._creation(node)
-        self.generic_visit(node)
-
-    visit_ListComp = visit_SetComp
-    visit_DictComp = visit_SetComp
-    visit_Set = visit_SetComp
-    visit_Dict = visit_SetComp
-
     # ---- recording --------------------------------------------------------------------
 
     def _store(
@@ -429,13 +239,14 @@ class ModuleAnalyzer:
         value: Optional[ast.expr],
         also_holding: Optional[ast.expr] = None,
         sink: str = "mapping",
+        verdict: Optional[Verdict] = None,
     ) -> None:
-        verdict = self.judge.container(container, self.place)
+        verdict = verdict or self.judge.container(container, self.place)
         if isinstance(container, ast.Name) and sink == "mapping" and container.id not in self.place.flow.collections:
             # by_id[id(x)].append(n) fills a local mapping keyed by ids: a later loop over
             # by_id.items() yields those ids
             self.place.flow.collections[container.id] = CollectionFacts(key, True, False, None, node)
-        kept = self._kept_alive(node, key, container, value, also_holding)
+        kept = self._kept_alive(node, key, container, value, also_holding, key_node)
         if kept is None:
             kept = self._pruned_in_finally(node, container, key_node)
         if kept is None and sink == "mapping":
@@ -463,10 +274,16 @@ class ModuleAnalyzer:
             verdict = self.judge.container(target.value, self.place)
         if verdict.safe:
             return
-        kept = self._kept_alive(statement, key, target, None, None)
+        kept = self._kept_alive(statement, key, target, None, None, value)
+        if kept is None and names_a_file(value, target, self.place.scope.node):
+            verdict = dataclasses.replace(verdict, reason=(
+                f"{render(target)} is a name made of {key.text} that leaves the object (a file, or a name "
+                "registered with the process): it outlives the object, and a new object at the same address makes the same name"
+            ))
         guards = tuple(membership_guards(statement, value, self.place, self.judge)) if kept is None else ()
         self._hit(statement, Code.ID_SAVED_IN_STATE, f"{render(target)} = {key.text}", Use.SAVED, verdict, kept,
                   container=target, key=key, sink="saved", guards=guards)
+        self.hits[-1].file_name = kept is None and names_a_file(value, target, self.place.scope.node)
 
     def _hit(
         self, node: ast.AST, code: Code, subject: str, use: Use, verdict: Verdict, kept: Optional[str] = None, *,
@@ -485,239 +302,31 @@ class ModuleAnalyzer:
         shown = render(node)
         return shown if key.text in shown else f"{shown} (key {key.text})"
 
-    # ---- what keeps an object alive ----------------------------------------------------
 
-    def _kept_alive(
-        self,
-        sink: ast.AST,
-        key: KeyFacts,
-        container: ast.expr,
-        value: Optional[ast.expr],
-        also_holding: Optional[ast.expr],
-    ) -> Optional[str]:
-        """Why every object of ``key`` outlives the entry, or None when nothing shows it.
-
-        A finalizer or a second holder counts only when it runs whenever the sink does: it
-        sits in the sink's own block or in a block around it (not in a branch beside it).
-        """
-        if not key.objects:
-            return None
-        flow = self.place.flow
-        reasons = []
-        root, _ = root_of(container)
-        for obj in key.objects:
-            shown = render(obj)
-            if same_expr(root, obj):
-                reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
-                continue
-            if _holds(value, obj, flow) or _holds(also_holding, obj, flow):
-                reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
-                continue
-            never = immortal(obj, self.place)
-            if never is not None:
-                reasons.append(never)
-                continue
-            finalizer = self._finalizer_pruning(sink, obj, container)
-            if finalizer is not None:
-                reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
-                continue
-            sibling = self._sibling_holder(sink, obj, container) or loop_holder(sink, obj, container, self.place)
-            if sibling is not None:
-                reasons.append(sibling)
-                continue
-            return None
-        return "; ".join(dict.fromkeys(reasons))
-
-    def _function_nodes(self) -> list[ast.AST]:
-        scope = self.place.scope
-        return list(walk_same_scope(scope.node))
-
-    def _finalizer_pruning(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[int]:
-        """The line of a ``weakref.finalize(obj, ...)`` (or ``weakref.ref(obj, callback)``)
-        in this function whose callback mentions the container."""
-        root, parts = root_of(container)
-        tail = next((part for part in reversed(parts) if part != "[]"), None) or (root.id if isinstance(root, ast.Name) else None)
-        if tail is None:
-            return None
-        for node in self._function_nodes():
-            if not isinstance(node, ast.Call) or len(node.args) < 2 or not same_expr(node.args[0], obj):
-                continue
-            if not self._runs_with(node, sink):
-                continue
-            name = dotted(node.func) or ""
-            if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
-                continue
-            rest = [*node.args[1:], *(k.value for k in node.keywords)]
-            if any(tail in render(part) for part in rest):
-                return node.lineno
-            if any(self._callback_mentions(part, tail) for part in rest):
-                return node.lineno
-        return None
-
-    def _callback_mentions(self, callback: ast.expr, tail: str, depth: int = 0) -> bool:
-        """Whether a callback reaches code naming the container: a function or method of
-        this module (or a nested function), a lambda or ``functools.partial`` calling one,
-        followed through the calls it makes (``finalize(x, self._drop, k)`` where ``_drop``
-        calls ``self._forget(k)``, which deletes the key), up to three calls deep."""
-        function = self._function_named(callback)
-        if function is not None:
-            if tail in render(function):
-                return True
-            callback = function
-        elif tail in render(callback):
-            return True
-        if depth >= 3:
-            return False
-        for inner in ast.walk(callback):
-            if inner is callback:
-                continue
-            target = inner.func if isinstance(inner, ast.Call) else inner
-            if isinstance(target, (ast.Name, ast.Attribute)) and self._function_named(target) not in (None, callback):
-                if self._callback_mentions(target, tail, depth + 1):
-                    return True
-        return False
-
-    def _function_named(self, node: ast.expr) -> Optional[ast.AST]:
-        """The function of this module ``node`` names (``f``, ``self.m``, ``Class.m``, a
-        nested function of the current one), or None."""
-        name = None
-        if isinstance(node, ast.Name):
-            name = node.id
-        elif isinstance(node, ast.Attribute):
-            owner = self.place.method_owner(node.value) or (node.value.id if isinstance(node.value, ast.Name) else None)
-            name = f"{owner}.{node.attr}" if owner else None
-        function = self.module.functions.get(name) if name else None
-        if function is None and isinstance(node, ast.Name):
-            nested = (
-                n for n in self._function_nodes()
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == node.id
-            )
-            function = next(nested, None)
-        return function
-
-    def _pruned_in_finally(self, sink: ast.AST, container: ast.expr, key_node: ast.expr) -> Optional[str]:
-        """``s.add(key)`` then ``try: ... finally: s.discard(key)``: the entry lives only while
-        this call runs, and the call holds the object (a recursion guard)."""
-        for node in self._function_nodes():
-            if not isinstance(node, ast.Try) or not node.finalbody:
-                continue
-            inside = any(child is sink for statement in node.body for child in ast.walk(statement))
-            if not (inside or self._runs_with(node, sink)):
-                continue
-            for statement in node.finalbody:
-                for prune in ast.walk(statement):
-                    if self._prunes(prune, container, key_node):
-                        return (
-                            f"the finally block at line {prune.lineno} removes the entry, so it lives "
-                            "only while this call, which holds the object, runs"
-                        )
-        return None
-
-    @staticmethod
-    def _prunes(node: ast.AST, container: ast.expr, key_node: ast.expr) -> bool:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _PRUNE_METHODS:
-            return bool(node.args) and same_expr(node.func.value, container) and same_expr(node.args[0], key_node)
-        if isinstance(node, ast.Delete):
-            return any(
-                isinstance(t, ast.Subscript) and same_expr(t.value, container) and same_expr(t.slice, key_node)
-                for t in node.targets
-            )
-        return False
-
-    def _sibling_holder(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[str]:
-        """Another store in this function, into state with the same root (``self``, ``cls``,
-        the same global), that holds the object: the state keeps it alive with the key."""
-        registry_roots = roots(container, self.place)
-        if not registry_roots:
-            return None
-        flow = self.place.flow
-        for node in self._function_nodes():
-            targets: list[tuple[ast.expr, Optional[ast.expr]]] = []
-            if isinstance(node, ast.Assign):
-                targets = [(target, node.value) for target in node.targets]
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and node.args:
-                targets = [(node.func.value, node.args[-1])]
-            for target, value in targets:
-                if same_expr(target, container) or not _holds(value, obj, flow):
-                    continue
-                # A holder reached through a local alias counts as the state it aliases
-                # (streams = self.rs_streams if rs else self.ag_streams; streams.append(s)).
-                resolved = aliases(target, self.place)
-                if isinstance(target, ast.Name) and resolved == [target]:
-                    continue
-                holder_roots = {root.id for root, _ in map(root_of, resolved) if isinstance(root, ast.Name)}
-                if holder_roots and holder_roots <= registry_roots and self._runs_with(node, sink):
-                    return f"{render(target)} also holds {render(obj)} (line {node.lineno}), with the same lifetime as the key"
-        return None
-
-    def _made_here(self, obj: ast.expr) -> bool:
-        """Whether ``obj`` is a local of this function bound only to call results (an object
-        this function makes, rather than one a caller brings)."""
-        if not isinstance(obj, ast.Name):
-            return False
-        binding, owner = self.place.scope.resolve(obj.id)
-        values = owner.values.get(obj.id, [])
-        return binding is Binding.LOCAL and bool(values) and all(isinstance(v, ast.Call) for v in values)
-
-    def _never_die(self, key: KeyFacts) -> Optional[str]:
-        """Why every object of ``key`` lives for the whole process, or None."""
-        reasons = [immortal(obj, self.place) for obj in key.objects]
-        return "; ".join(dict.fromkeys(reasons)) if reasons and all(reasons) else None
-
-
-    def _runs_with(self, node: ast.AST, sink: ast.AST) -> bool:
-        """Whether the statement of ``node`` sits in a block that also (directly or through
-        nesting) contains ``sink``: then both run, or neither (exceptions aside)."""
-        block = self._block_of(self._statement_of(node))
-        return block is not None and block in self._blocks_around(sink)
-
-    def _statement_of(self, node: ast.AST) -> ast.AST:
-        parents = self.module.parents
-        while not isinstance(node, ast.stmt) and node in parents:
-            node = parents[node]
-        return node
-
-    def _block_of(self, statement: ast.AST) -> Optional[tuple[ast.AST, str]]:
-        parent = self.module.parents.get(statement)
-        if parent is None:
-            return None
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if isinstance(block, list) and any(item is statement for item in block):
-                return (parent, field)
-        return None
-
-    def _blocks_around(self, node: ast.AST) -> list[tuple[ast.AST, str]]:
-        blocks = []
-        current = self._statement_of(node)
-        while current is not None and current is not self.place.scope.node:
-            block = self._block_of(current)
-            if block is not None:
-                blocks.append(block)
-            current = self.module.parents.get(current)
-        return blocks
+def _inner_statements(statement: ast.AST) -> list:
+    """The statements of the blocks inside ``statement`` (a function's body, a loop's, each
+    handler's), in source order."""
+    inner = []
+    for node in ast.iter_child_nodes(statement):
+        if isinstance(node, ast.stmt):
+            inner.append(node)
+        elif isinstance(node, (ast.ExceptHandler, ast.match_case)):
+            inner.extend(node.body)
+    return inner
 
 
 def _is_items_call(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "items"
 
 
-def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> tuple[list[Hit], list[Prune], dict[str, str]]:
-    """Every module's hits, every removal of one entry (for the bounds of
-    :mod:`harness.scan.resets`), and the modules the walk could not finish, with why: a
-    module whose structure defeats the analysis (nesting deeper than the recursion limit)
-    is reported as not checked, and the scan goes on."""
+def analyze(modules: list[ModuleFacts], factories: dict[str, Factory]) -> tuple[list[Hit], list[Prune]]:
+    """Every module's hits, and every removal of one entry (for the bounds of
+    :mod:`harness.scan.resets`). Every parsed module is walked to its end (see
+    :meth:`ModuleAnalyzer._visit_block`)."""
     hits: list[Hit] = []
     prunes: list[Prune] = []
-    failed: dict[str, str] = {}
     for module in modules:
         analyzer = ModuleAnalyzer(module, factories)
-        try:
-            module_hits = analyzer.run()
-        except RecursionError as error:
-            failed[module.path] = f"the analysis went deeper than Python's recursion limit ({error})"
-            continue
-        hits.extend(module_hits)
+        hits.extend(analyzer.run())
         prunes.extend(analyzer.prunes)
-    return hits, prunes, failed
-
+    return hits, prunes

@@ -22,9 +22,10 @@ from types import SimpleNamespace
 from typing import Iterable, Optional
 
 from harness.scan.analyzer import Use
+from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.finding import Confidence
 from harness.scan.holders import immortal
-from harness.scan.lifetime import Lifetime
+from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding
 from harness.scan.syntax import render, root_of
 
@@ -58,6 +59,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     lifetime = primary.verdict.lifetime
     owned = _owned_keys_elsewhere(hits)
 
+    if any(hit.file_name for hit in writes):
+        return Assessment(Confidence.HIGH, "the id is written into a file name or a name registered with the process, which outlives every object")
+
     if not writes:
         if owned:
             return Assessment(Confidence.HIGH, owned)
@@ -77,6 +81,17 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(Confidence.HIGH, owned)
+        singleton = module_level_instance(_scope(primary), primary.module.index)
+        if singleton is not None:
+            return Assessment(Confidence.HIGH, (
+                f"the container belongs to a module-level instance ({singleton}), which lives for the whole process"
+            ))
+        wrapper = wrapping_call(_scope(primary))
+        if wrapper is not None:
+            return Assessment(Confidence.HIGH, (
+                f"{wrapper} calls the function its instance wraps, keyed by the arguments: a decorator's cache, "
+                "which lives as long as the decorated function while the arguments come and go"
+            ))
         saved_own = [hit for hit in writes if hit.use is Use.SAVED and _all_own(hit)]
         if saved_own:
             return Assessment(Confidence.HIGH, (

@@ -14,6 +14,7 @@ import dataclasses
 from typing import Iterator, Optional
 
 from harness.scan.flow import FlowState
+from harness.scan.imports import Imported, module_imports
 from harness.scan.keys import KeyFacts, KeyKind
 from harness.scan.scopes import Scope, ScopeKind, build_scopes
 from harness.scan.syntax import dotted, parent_map, render, walk_same_scope
@@ -72,7 +73,16 @@ class ModuleFacts:
         self.call_sites: dict[str, list[tuple[ast.Call, Scope]]] = {}
         # "Class.attr" -> the id-derived key a method stores in self.attr
         self.id_attributes: dict[str, KeyFacts] = {}
+        self._imports: Optional[dict[str, Imported]] = None
         self._collect()
+
+    @property
+    def imports(self) -> dict[str, Imported]:
+        """Module-level names bound by importing a scanned file (see :mod:`harness.scan.imports`)."""
+        if self._imports is None:
+            paths = getattr(self.index, "module_paths", None)
+            self._imports = module_imports(self.tree, self.path, paths) if paths is not None else {}
+        return self._imports
 
     def scope_of(self, node: ast.AST) -> Scope:
         """The scope ``node`` (anywhere in the tree) executes in."""

@@ -1,6 +1,6 @@
 """What else keeps a keyed object alive, or makes a stale entry harmless.
 
-The analyzer (:meth:`~harness.scan.analyzer.ModuleAnalyzer._kept_alive`) asks these
+The analyzer (:meth:`~harness.scan.keepalive.KeepAlive._kept_alive`) asks these
 questions about one object of one store, after the plain ones (does the entry hold the
 object, does a finalizer prune it). Each answer is a sentence for the finding's reason, or
 None when the source does not show it:
@@ -27,7 +27,7 @@ import builtins
 from typing import Optional
 
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import callee_name, render, root_of, same_expr, walk_same_scope
 
 _BUILTIN_NAMES = set(dir(builtins))
 _TUPLE_BUILDERS = {"tuple", "frozenset"}
@@ -76,6 +76,9 @@ def immortal(obj: ast.expr, place) -> Optional[str]:
     if isinstance(obj, ast.Attribute):
         root, parts = root_of(obj)
         if "[]" not in parts and isinstance(root, ast.Name) and _module_binding(root.id, place) == "import":
+            index = place.module.index
+            if index is not None and index.replaced([root.id, *parts]) is not None:
+                return None   # config.graph where some file sets x.graph = ...: replaced, so it can die
             return f"{render(obj)} is an attribute of the imported module {root.id}, which lives for the whole process"
         return None
     if not isinstance(obj, ast.Name):
@@ -223,3 +226,86 @@ def membership_guards(sink: ast.AST, key_node: ast.expr, place, judge) -> list[t
         if verdict.identity:
             found.append((verdict.identity, node.lineno))
     return found
+
+
+def owner_pinned(obj: ast.expr, container: ast.expr, place) -> Optional[str]:
+    """``self._ctx.reg[id(self.module)]`` where ``self.module`` is set only in ``__init__``
+    and ``self._ctx`` is made there too (or the registry is ``self``'s own attribute): the
+    owner holds the keyed object for its whole life, and the registry dies with the owner."""
+    owner = place.scope.bound_param if place.scope.class_name else None
+    obj_root, obj_parts = root_of(obj)
+    registry_root, registry_parts = root_of(container)
+    if owner is None or not obj_parts or "[]" in obj_parts:
+        return None
+    if not (isinstance(obj_root, ast.Name) and obj_root.id == owner and isinstance(registry_root, ast.Name) and registry_root.id == owner):
+        return None
+    if any(isinstance(node, ast.Call) for node in ast.walk(obj)):
+        return None
+    methods = _class_methods(place.scope)
+    if "__init__" not in methods:
+        return None
+    if not _set_only_in_init(obj_parts[0], methods, owner, made_here=False):
+        return None
+    held = registry_parts[: registry_parts.index("[]")] if "[]" in registry_parts else registry_parts
+    if len(held) > 1 and not _set_only_in_init(held[0], methods, owner, made_here=True):
+        return None
+    return (
+        f"{render(obj)} is set only in {place.scope.class_name}.__init__, so {owner} holds it for its whole life, "
+        f"and {render(container)} is {owner}'s own: the registry dies with the object's holder"
+    )
+
+
+def _class_methods(scope) -> dict[str, ast.AST]:
+    while scope is not None and scope.kind is not ScopeKind.CLASS:
+        scope = scope.parent
+    if scope is None:
+        return {}
+    return {n.name: n for n in scope.node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def _set_only_in_init(attribute: str, methods: dict[str, ast.AST], owner: str, made_here: bool) -> bool:
+    """Whether ``owner.attribute`` is assigned in ``__init__`` (a new object when
+    ``made_here``) and in no other method."""
+    in_init = []
+    for name, method in methods.items():
+        for node in ast.walk(method):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for target in targets:
+                if isinstance(target, ast.Attribute) and target.attr == attribute and isinstance(target.value, ast.Name) and target.value.id == owner:
+                    if name != "__init__":
+                        return False
+                    in_init.append(node)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and node.args:
+                if isinstance(node.args[0], ast.Name) and node.args[0].id == owner:
+                    return False
+    if not in_init:
+        return False
+    return not made_here or all(isinstance(getattr(n, "value", None), ast.Call) for n in in_init)
+
+
+def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = frozenset()) -> bool:
+    """Whether ``value`` is ``obj`` or a literal (or a name bound to one) containing it.
+    Each name is followed once: ``params = [params]`` binds a name to a list holding
+    itself, and the cycle ends there."""
+    if value is None:
+        return False
+    if same_expr(value, obj):
+        return True
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return any(holds(element, obj, flow, followed) for element in value.elts)
+    if isinstance(value, ast.Dict):
+        return any(holds(part, obj, flow, followed) for part in [*value.keys, *value.values] if part is not None)
+    if isinstance(value, ast.Starred):
+        return holds(value.value, obj, flow, followed)
+    if isinstance(value, ast.Call) and _constructs(value):
+        # Entry(obj, meta): an instance made with the object holds it
+        return any(holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)])
+    if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
+        return holds(flow.holders[value.id], obj, flow, followed | {value.id})
+    return False
+
+
+def _constructs(call: ast.Call) -> bool:
+    """A call of a class by its name (``Entry(...)``, ``mod.Entry(...)``), not of a weak reference."""
+    name = callee_name(call) or ""
+    return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name

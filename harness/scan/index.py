@@ -15,6 +15,7 @@ import dataclasses
 import re
 from typing import Callable, Optional
 
+from harness.scan.imports import ModulePaths
 from harness.scan.syntax import callee_name
 
 # Beyond this many files calling a name, its calls are not judged one by one.
@@ -39,6 +40,8 @@ class ScanIndex:
         self._make_facts = make_facts
         self._facts: dict[str, object] = {}
         self._calls: dict[str, Optional[list[CallSite]]] = {}
+        self.module_paths = ModulePaths(trees)
+        self._rebound: Optional[tuple[set[str], set[str]]] = None
 
     def adopt(self, module) -> None:
         """Use ``module`` (already built by the scanner) for its path."""
@@ -69,6 +72,55 @@ class ScanIndex:
                         found.append(CallSite(module, node, module.scope_of(node)))
             self._calls[name] = found
         return self._calls[name]
+
+
+    def rebound_names(self) -> set[str]:
+        """Every name some scanned file assigns as an attribute (``x.name = ...``,
+        ``setattr(x, "name", ...)``) or declares ``global`` (and so may rebind at run time):
+        an object reached as ``module.name`` is replaced when one of these runs."""
+        return self._rebinding()[0]
+
+    def global_names(self) -> set[str]:
+        """Every name some scanned file declares ``global`` (a module variable rebound at run time)."""
+        return self._rebinding()[1]
+
+    def replaced(self, names: list[str]) -> Optional[str]:
+        """The first object on a dotted path (``V``, ``V.graph`` of ``V.graph.reg``) that a
+        scanned file may replace, or None: the root when some file declares it ``global``;
+        a later part when some file assigns an attribute of that name, unless the path so far
+        names a scanned module (``torch._inductor.debug`` is a module, whatever
+        ``config.debug = True`` elsewhere sets)."""
+        for position, name in enumerate(names):
+            prefix = ".".join(names[: position + 1])
+            if position == 0:
+                if name in self.global_names():
+                    return prefix
+            elif name in self.rebound_names() and self.module_paths.module(prefix, "") is None:
+                return prefix
+        return None
+
+    def _rebinding(self) -> tuple[set[str], set[str]]:
+        if self._rebound is None:
+            found: set[str] = set()
+            declared_global: set[str] = set()
+            for source in self._sources.values():
+                for match in _REBINDING.finditer(source):
+                    attribute, set_name, declared = match.groups()
+                    if attribute or set_name:
+                        found.add((attribute or set_name).decode())
+                    else:
+                        declared_global.update(name.strip().decode() for name in declared.split(b","))
+            self._rebound = (found | declared_global, declared_global)
+        return self._rebound
+
+
+# x.name = v (not ==), x.name += v, setattr(x, "name", v), global a, b
+_REBINDING = re.compile(
+    rb"\.\s*([A-Za-z_]\w*)\s*(?:[-+*/|&]?=)(?!=)"
+    rb"|setattr\([^,()]+,\s*[\"']([A-Za-z_]\w*)[\"']"
+    rb"|^[ \t]*global[ \t]+([\w, \t]+)",
+    re.MULTILINE,
+)
 
 
 def callers(index: Optional[ScanIndex], name: str) -> Optional[list[CallSite]]:

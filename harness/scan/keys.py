@@ -15,7 +15,7 @@ import dataclasses
 import enum
 from typing import Optional, Protocol
 
-from harness.scan.syntax import callee_name, render
+from harness.scan.syntax import callee_name, dotted, render
 
 
 class KeyKind(enum.Enum):
@@ -78,6 +78,8 @@ _KEY_FORMATTERS = {"str", "hex", "oct", "bin", "repr", "format"}
 # Calls that build a composite key from an iterable of ids: tuple(id(x) for x in xs).
 _SEQUENCE_KEY_BUILDERS = {"tuple", "frozenset"}
 _SET_BUILDERS = {"set", "frozenset"}
+# How many nested parts a key is read through (``(id(a), (id(b), n))`` is three).
+MAX_KEY_DEPTH = 48
 _LIST_BUILDERS = {"list", "sorted", "tuple"}
 
 
@@ -86,13 +88,23 @@ class KeyReader:
 
     def __init__(self, env: KeyEnvironment):
         self.env = env
+        self._depth = 0
 
     # ---- keys -------------------------------------------------------------------------
 
     def key(self, node: Optional[ast.expr]) -> Optional[KeyFacts]:
-        """The id-derived key ``node`` is, or None."""
-        if node is None:
+        """The id-derived key ``node`` is, or None. A key is read through at most
+        :data:`MAX_KEY_DEPTH` nested parts: deeper nesting (generated tables, long sums) is
+        not a key, and reading it would only exhaust Python's recursion limit."""
+        if node is None or self._depth >= MAX_KEY_DEPTH:
             return None
+        self._depth += 1
+        try:
+            return self._key(node)
+        finally:
+            self._depth -= 1
+
+    def _key(self, node: ast.expr) -> Optional[KeyFacts]:
         if isinstance(node, ast.Call):
             return self._key_from_call(node)
         if isinstance(node, ast.Name):
@@ -129,6 +141,13 @@ class KeyReader:
         if isinstance(call.func, ast.Attribute) and name == "format":
             # "{}-{}".format(id(a), n)
             return self._combine(list(call.args) + [k.value for k in call.keywords], call)
+        if isinstance(call.func, ast.Attribute) and name == "join" and call.args:
+            # "_".join(str(id(a)) for a in args), os.path.join(root, f"{id(x)}.pt")
+            if len(call.args) == 1 and not isinstance(call.args[0], ast.Starred):
+                source = self.id_source(call.args[0])
+                if source is not None:
+                    return KeyFacts(KeyKind.COMPOSITE, source.objects, render(call))
+            return self._combine(list(call.args), call) if (dotted(call.func) or "").endswith("path.join") else None
         if isinstance(call.func, ast.Name) and name in _SEQUENCE_KEY_BUILDERS and len(call.args) == 1:
             source = self.id_source(call.args[0])
             if source is not None:

@@ -12,167 +12,24 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import enum
 from typing import Optional
 
+from harness.scan.destinations import Destination, Goes, destinations, is_fresh
 from harness.scan.environment import Place
-from harness.scan.index import CallSite, callers
+from harness.scan.index import callers
+from harness.scan.moduleattrs import imported_container, replaced_holder
+from harness.scan.nested import NestedFunctions
+from harness.scan.returns import ReturnedContainers, annotated_class, cached_function, place_in
 from harness.scan.scopes import UNTRACKED, Binding, Scope, ScopeKind
-from harness.scan.syntax import callee_name, dotted, render, root_of, walk_same_scope
+from harness.scan.syntax import render, root_of
+from harness.scan.verdict import Lifetime, Verdict
 
-
-class Lifetime(enum.Enum):
-    TEMPORARY = "temporary"
-    LOCAL = "local"
-    PARAM = "parameter"
-    CLOSURE = "closure"
-    MODULE = "module"
-    CLASS = "class"
-    INSTANCE = "instance"
-    GLOBAL_OBJECT = "global object"
-    RETURNED = "returned"
-    UNKNOWN = "unknown"
-
-
-@dataclasses.dataclass(frozen=True)
-class Verdict:
-    """Whether a container provably dies with the function, and why (or why not).
-
-    ``identity`` names the container across functions and files (``Class.attr``,
-    ``path::name``) so that reads can be judged by how every store into it behaves.
-    """
-
-    lifetime: Lifetime
-    safe: bool
-    reason: str
-    identity: Optional[str] = None
-
-
-# Calls that build a new container, so a local bound to one starts out private.
-FRESH_CONSTRUCTORS = {
-    "dict", "set", "list", "frozenset", "tuple", "defaultdict", "OrderedDict", "Counter",
-    "deque", "WeakValueDictionary", "WeakKeyDictionary", "WeakSet", "ChainMap", "copy", "deepcopy",
-}
-# Class names that say "a new container" (OrderedSet, IdentityDict, WeakIdKeyDictionary).
-_CONTAINER_SUFFIXES = ("Set", "Dict", "Dictionary", "List", "Map", "Deque")
-# Builtins a value flows through unchanged in membership (set(ids) still holds the ids).
-_PASS_THROUGH_CALLS = {"set", "frozenset", "list", "tuple", "dict", "sorted", "reversed", "iter", "enumerate", "zip", "filter", "chain"}
-# Methods of the receiver that return (part of) the receiver's content.
-_FLOWING_METHODS = {"copy", "union", "intersection", "difference", "symmetric_difference", "keys", "values", "items"}
-# Methods that store their argument in the receiver.
-MUTATORS = {"add", "append", "appendleft", "extend", "extendleft", "insert", "update", "setdefault", "__setitem__", "put", "push"}
 # Parameter names and functions of the copy protocol: the memo lives for one copy call.
 _MEMO_PARAMS = {"memo", "_memo", "memodict", "memo_dict"}
 _COPY_PROTOCOL = {"__deepcopy__", "__copy__", "deepcopy", "_deepcopy", "__reduce_ex__"}
-# Decorators that run the function when it is called and keep nothing of it.
-_HARMLESS_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "wraps", "staticmethod"}
 
 
-class Goes(enum.Enum):
-    """Where a value goes once its expression is evaluated."""
-
-    TEMPORARY = "used within the expression (or passed to a call)"
-    RETURNED = "returned or yielded"
-    STORED = "stored in a container or attribute"
-    NAME = "bound to a name"
-
-
-@dataclasses.dataclass(frozen=True)
-class Destination:
-    """Where a value goes, and the statement or call that sends it there."""
-
-    kind: Goes
-    node: ast.AST
-    target: Optional[ast.expr] = None
-    name: str = ""
-
-
-def is_fresh(value: Optional[ast.expr]) -> bool:
-    """Whether ``value`` builds a new container (or is None, a placeholder for one)."""
-    if value is None:
-        return False
-    if isinstance(value, ast.Constant) and value.value is None:
-        return True
-    if isinstance(value, (ast.Dict, ast.Set, ast.List, ast.Tuple, ast.DictComp, ast.SetComp, ast.ListComp, ast.GeneratorExp)):
-        return True
-    if isinstance(value, ast.Call):
-        name = callee_name(value)
-        if isinstance(value.func, ast.Attribute) and name == "copy":
-            return True
-        # OrderedSet(), IdentityDict(), WeakIdKeyDictionary(): a container class, by its name
-        return name in FRESH_CONSTRUCTORS or (name is not None and name[:1].isupper() and name.endswith(_CONTAINER_SUFFIXES))
-    if isinstance(value, ast.BinOp):
-        return True  # set and dict operators build a new container
-    if isinstance(value, ast.IfExp):
-        return is_fresh(value.body) and is_fresh(value.orelse)
-    if isinstance(value, ast.BoolOp):
-        return all(is_fresh(v) for v in value.values)
-    return False
-
-
-def destinations(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> list[Destination]:
-    """Follow ``node``'s value outwards through the expressions that pass it on."""
-    current = node
-    while True:
-        parent = parents.get(current)
-        if parent is None:
-            return [Destination(Goes.TEMPORARY, current)]
-        if isinstance(parent, (ast.BinOp, ast.BoolOp, ast.Starred, ast.Await, ast.Tuple, ast.List, ast.Set, ast.Dict)):
-            current = parent
-            continue
-        if isinstance(parent, ast.IfExp) and current is not parent.test:
-            current = parent
-            continue
-        if isinstance(parent, ast.keyword):
-            current = parent
-            parent = parents.get(parent)
-        if isinstance(parent, ast.Call) and current is not parent.func:
-            name = callee_name(parent)
-            if isinstance(parent.func, ast.Name) and name in _PASS_THROUGH_CALLS:
-                current = parent
-                continue
-            if isinstance(parent.func, ast.Attribute):
-                if name in _FLOWING_METHODS:
-                    current = parent
-                    continue
-                if name in MUTATORS:
-                    return [Destination(Goes.STORED, parent, target=parent.func.value)]
-            # Passed to a call: the callee uses it for the call; a callee that keeps it is
-            # judged where it stores it, if the callee is scanned too.
-            return [Destination(Goes.TEMPORARY, parent)]
-        if isinstance(parent, ast.Attribute) and parent.value is current:
-            call = parents.get(parent)
-            if parent.attr in _FLOWING_METHODS and isinstance(call, ast.Call) and call.func is parent:
-                current = call
-                continue
-            return [Destination(Goes.TEMPORARY, parent)]
-        if isinstance(parent, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) and current is parent.value:
-            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
-            return [_destination_of_target(target, parent) for target in targets]
-        if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)):
-            return [Destination(Goes.RETURNED, parent)]
-        if isinstance(parent, ast.Lambda):
-            return [Destination(Goes.RETURNED, parent)]
-        if isinstance(parent, (ast.ListComp, ast.SetComp, ast.GeneratorExp)) and current is parent.elt:
-            current = parent
-            continue
-        if isinstance(parent, ast.DictComp) and current in (parent.key, parent.value):
-            current = parent
-            continue
-        return [Destination(Goes.TEMPORARY, parent)]
-
-
-def _destination_of_target(target: ast.expr, statement: ast.AST) -> Destination:
-    if isinstance(target, ast.Name):
-        return Destination(Goes.NAME, statement, target=target, name=target.id)
-    if isinstance(target, ast.Subscript):
-        return Destination(Goes.STORED, statement, target=target.value)
-    if isinstance(target, ast.Attribute):
-        return Destination(Goes.STORED, statement, target=target)
-    return Destination(Goes.TEMPORARY, statement)
-
-
-class LifetimeJudge:
+class LifetimeJudge(ReturnedContainers, NestedFunctions):
     """Judges containers and destinations within one module."""
 
     def __init__(self):
@@ -181,8 +38,6 @@ class LifetimeJudge:
         self._returning: set[Scope] = set()   # functions whose callers are being judged
         # (scope, local) -> the verdict of the long-lived container the local is stored in
         self._stored_in: dict[tuple[Scope, str], Verdict] = {}
-
-    # ---- containers -------------------------------------------------------------------
 
     def container(self, expr: ast.expr, place: Place, depth: int = 0) -> Verdict:
         """How long the container ``expr`` (as written at ``place``) lives."""
@@ -196,7 +51,7 @@ class LifetimeJudge:
                 branches = [self.container(branch, place, depth + 1) for branch in (root.body, root.orelse)]
                 unsafe = [verdict for verdict in branches if not verdict.safe]
                 return unsafe[0] if unsafe else branches[0]
-            cached = _cached_function(root, place) if isinstance(root, ast.Call) else None
+            cached = cached_function(root, place) if isinstance(root, ast.Call) else None
             if cached is not None:
                 # @functools.cache / lru_cache: every call hands back the one container the
                 # cache keeps, so it is a process-wide registry, not a new container per call.
@@ -205,7 +60,7 @@ class LifetimeJudge:
                     f"{cached}() is cached by functools, so every call returns the same container, which lives for the whole process",
                     f"{place.module.path}::{cached}:<cached>" + (f".{'.'.join(parts)}" if parts and "[]" not in parts else ""),
                 )
-            returned_class = _annotated_class(root, place) if isinstance(root, ast.Call) else None
+            returned_class = annotated_class(root, place) if isinstance(root, ast.Call) else None
             if returned_class is not None:
                 # lm = enabled_local_tensor_mode() -> LocalTensorMode | None: the container is
                 # an attribute of that class's instance, named like one reached through self.
@@ -239,9 +94,18 @@ class LifetimeJudge:
                 return Verdict(Lifetime.CLASS, False, f"class attribute {holder}.{path} lives as long as the class", identity)
             return Verdict(Lifetime.INSTANCE, False, f"{shown} lives as long as the {holder} instance, which can outlive the object", identity)
         if binding is Binding.MODULE:
+            elsewhere = imported_container(name, path, shown, place)
+            if elsewhere is not None:
+                return elsewhere
             if path and name in place.module.classes:
                 return Verdict(Lifetime.CLASS, False, f"class attribute {name}.{path} lives as long as the class", f"{name}.{path}")
             if path:
+                replaced = replaced_holder([name, *path.split(".")[:-1]], place)
+                if replaced is not None:
+                    return Verdict(Lifetime.INSTANCE, False, (
+                        f"{shown} belongs to {replaced}, which the scanned code replaces (a new object each time, "
+                        "one compile or one phase): it lives as long as that object, not the process"
+                    ), f"{name}.{path}")
                 return Verdict(Lifetime.GLOBAL_OBJECT, False, f"{shown} belongs to module-level {name}, which lives for the whole process", f"{name}.{path}")
             kind = "module-level" if name in place.module.module_scope.assigned else "global"
             return Verdict(Lifetime.MODULE, False, f"{kind} {shown} lives for the whole process", f"{place.module.path}::{name}")
@@ -304,7 +168,7 @@ class LifetimeJudge:
                 argument = _passed(site.call, scope, name)
                 if argument is None:
                     continue
-                caller_place = place.at(site.scope) if site.module is place.module else _place_in(site, place)
+                caller_place = place.at(site.scope) if site.module is place.module else place_in(site, place)
                 if not self.container(argument, caller_place, depth=depth + 1).safe:
                     return None
         line = scope.values[name][0].lineno
@@ -352,8 +216,6 @@ class LifetimeJudge:
         if escape is not None:
             return self.escaped(name, scope, place, escape)
         return Verdict(Lifetime.LOCAL, True, f"local {name} dies when {scope.name}() returns", f"{place.module.path}::{scope.qualname}:{name}")
-
-    # ---- escape analysis --------------------------------------------------------------
 
     def escape(self, name: str, scope: Scope, place: Place, seen: Optional[set] = None) -> Optional[str]:
         """How the local ``name`` of ``scope`` escapes it, or None when it provably does not."""
@@ -410,137 +272,6 @@ class LifetimeJudge:
                     return reason
         return None
 
-    # ---- functions that run only within the call that defines them ---------------------
-
-    def _nested_escape(self, inner: Scope, owner: Scope, place: Place) -> Optional[str]:
-        """How a function nested in ``owner`` (``inner`` or one of its parents) can run after
-        ``owner`` returns -- returned, stored, passed on, decorated -- or None when it is only
-        ever called (its results used at once) while ``owner`` runs."""
-        scope = inner
-        while scope is not None and scope is not owner:
-            reason = self._definition_escapes(scope, place)
-            if reason is not None:
-                return reason
-            scope = scope.parent
-        return None if scope is owner else "is defined elsewhere"
-
-    def _definition_escapes(self, scope: Scope, place: Place) -> Optional[str]:
-        node = scope.node
-        if isinstance(node, ast.Lambda):
-            call = place.module.parents.get(node)
-            if isinstance(call, ast.keyword):
-                call = place.module.parents.get(call)
-            if _calls_and_drops(call, node):
-                return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
-            return f"is a lambda passed on at line {node.lineno}, which can be kept"
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return "is a class body, which can be kept"
-        if isinstance(node, ast.AsyncFunctionDef):
-            return "is a coroutine function, which can run later"
-        for decorator in node.decorator_list:
-            if (dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or "").split(".")[-1] not in _HARMLESS_DECORATORS:
-                return f"is decorated with {render(decorator)}, which may keep it"
-        parent = scope.parent
-        parents = place.module.parents
-        generator = _is_generator(node)
-        for use in ast.walk(parent.node):
-            if not (isinstance(use, ast.Name) and use.id == node.name and isinstance(use.ctx, ast.Load)):
-                continue
-            if place.module.scope_of(use).resolve(node.name)[1] is not parent:
-                continue
-            call = parents.get(use)
-            if isinstance(call, ast.keyword):
-                call = parents.get(call)
-            if _calls_and_drops(call, use):
-                continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
-            if not (isinstance(call, ast.Call) and call.func is use):
-                return f"{_kept_as(use, parents)} at line {use.lineno}"
-            if not generator:
-                continue   # calling a function keeps nothing of it; only a generator lives on in its result
-            if _consumed(call, parents):
-                continue   # list(gen()), for x in gen(), f(gen()): the generator is used up here
-            for destination in destinations(call, parents):
-                if destination.kind is Goes.TEMPORARY:
-                    continue
-                if destination.kind is Goes.NAME and destination.name in parent.assigned:
-                    if self.escape(destination.name, parent, place.at(parent)) is None:
-                        continue
-                return f"has its result kept at line {call.lineno}"
-        return None
-
-    # ---- containers handed back to callers -------------------------------------------------
-
-    def _builds_fresh(self, call: ast.Call, place: Place) -> bool:
-        """Whether the function ``call`` calls (of this module) returns a new container every time."""
-        function = _function_called(call, place)
-        if function is None:
-            return False
-        if _cached_function(call, place) is not None:
-            return False
-        returns = [n for n in walk_same_scope(function) if isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom))]
-        if not returns or any(not isinstance(n, ast.Return) or n.value is None for n in returns):
-            return False
-        scope = place.module.scopes[function]
-        for statement in returns:
-            value = statement.value
-            if isinstance(value, ast.Name) and value.id in scope.assigned:
-                if not all(is_fresh(v) for v in scope.values.get(value.id, [])):
-                    return False
-            elif not is_fresh(value):
-                return False
-        return True
-
-    def _returned_kept(self, scope: Scope, place: Place, depth: int) -> Optional[str]:
-        """Why a container ``scope``'s function returns may be kept by a caller, or None when
-        every caller in the scanned files uses it at once (within the expression, or in a
-        local that does not escape)."""
-        if _is_cached(scope, place):
-            return f"kept by the functools cache of {scope.name}() and handed to every caller for the whole process"
-        if not isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) or depth > 2 or scope in self._returning:
-            return "returned to the caller, who may keep it"
-        self._returning.add(scope)
-        try:
-            return self._callers_keep(scope, place, depth)
-        finally:
-            self._returning.discard(scope)
-
-    def _callers_keep(self, scope: Scope, place: Place, depth: int) -> Optional[str]:
-        if scope.parent is not None and scope.parent.kind is ScopeKind.FUNCTION:
-            found = _nested_calls(scope, place)      # a nested function: its callers are beside it
-        else:
-            found = callers(place.module.index, scope.node.name)
-        if found is None:
-            return f"returned to the callers of {scope.node.name}(), too many to judge, who may keep it"
-        sites = [site for site in found if site.scope is not scope]
-        if not sites:
-            return "returned to callers outside the scanned files, who may keep it"
-        for site in sites:
-            caller_place = place.at(site.scope) if site.module is place.module else _place_in(site, place)
-            for destination in destinations(site.call, site.module.parents):
-                line = f"{site.module.path}:{site.call.lineno}"
-                if destination.kind is Goes.TEMPORARY:
-                    continue
-                if destination.kind is Goes.NAME:
-                    binding, owner = site.scope.resolve(destination.name)
-                    if binding is Binding.LOCAL and owner is site.scope:
-                        escape = self.escape(destination.name, site.scope, caller_place)
-                        if escape is None:
-                            continue
-                        return f"returned to {line}, where {destination.name} {escape}"
-                    return f"returned to {line}, which binds it to {binding.value} name {destination.name}"
-                if destination.kind is Goes.RETURNED and isinstance(destination.node, ast.Return):
-                    kept = self._returned_kept(site.scope, caller_place, depth + 1)
-                    if kept is None:
-                        continue
-                    return f"returned to {line}, which returns it on: {kept}"
-                if destination.kind is Goes.STORED:
-                    verdict = self.container(destination.target, caller_place, depth=1)
-                    if verdict.safe:
-                        continue
-                    return f"returned to {line}, which stores it in {render(destination.target)}"
-                return f"returned to {line}, which may keep it"
-        return None
-
     def _destination_escapes(self, destination: Destination, scope: Scope, place: Place, seen: set) -> Optional[str]:
         line = getattr(destination.node, "lineno", "?")
         if destination.kind is Goes.RETURNED:
@@ -562,8 +293,6 @@ class LifetimeJudge:
                 return None if inner is None else f"through {destination.name} (line {line}): {inner}"
             return f"bound to {binding.value} name {destination.name} at line {line}"
         return None
-
-    # ---- destinations of values built in place -----------------------------------------
 
     def destination(self, node: ast.AST, place: Place) -> Verdict:
         """How long the value that ``node`` builds lives, judged by where it goes."""
@@ -599,7 +328,6 @@ class LifetimeJudge:
         return Verdict(Lifetime.TEMPORARY, True, "it is a temporary used only within the expression")
 
 
-
 def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST) -> bool:
     """Whether ``name`` in ``expr`` is bound by a comprehension around it (``m`` in
     ``any(k in m.reg for m in stack)``), which the scope table does not record."""
@@ -611,70 +339,6 @@ def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST
                     return True
         node = parents.get(node)
     return False
-
-
-def _annotated_class(call: ast.Call, place: Place) -> Optional[str]:
-    """The one class of the scanned module that ``call``'s function (of this module) is
-    annotated to return (``-> Mode | None``, ``-> Optional[Mode]``), or None."""
-    function = _function_called(call, place)
-    returns = getattr(function, "returns", None)
-    if returns is None:
-        return None
-    if isinstance(returns, ast.Constant) and isinstance(returns.value, str):
-        try:
-            returns = ast.parse(returns.value, mode="eval")      # -> "Mode | None"
-        except SyntaxError:
-            return None
-    names = {node.id for node in ast.walk(returns) if isinstance(node, ast.Name)}
-    classes = [name for name in names if name in place.module.classes]
-    return classes[0] if len(classes) == 1 else None
-
-
-def _cached_function(call: ast.Call, place: Place) -> Optional[str]:
-    """The qualified name of the ``@functools.cache``/``lru_cache`` function of this module
-    that ``call`` calls, or None."""
-    qualified = place.module.callee_qualname(call, place.scope)
-    return qualified if qualified in place.module.cached_functions else None
-
-
-def _is_cached(scope: Scope, place: Place) -> bool:
-    node = scope.node
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    qualified = f"{scope.class_name}.{node.name}" if scope.class_name else node.name
-    return qualified in place.module.cached_functions
-
-
-def _function_called(call: ast.Call, place: Place) -> Optional[ast.AST]:
-    """The definition (in this module) of the function ``call`` calls: a nested function
-    visible from ``place``, a module-level function, or ``self.method``."""
-    func = call.func
-    if isinstance(func, ast.Name):
-        scope: Optional[Scope] = place.scope
-        while scope is not None:
-            for child in walk_same_scope(scope.node):
-                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and child.name == func.id:
-                    return child
-            scope = scope.parent
-        return None
-    qualified = place.module.callee_qualname(call, place.scope)
-    return place.module.functions.get(qualified) if qualified else None
-
-
-def _nested_calls(scope: Scope, place: Place) -> list:
-    """The calls of the nested function ``scope`` within the function that defines it."""
-    name = scope.node.name
-    module = place.module
-    return [
-        CallSite(module, node, module.scope_of(node))
-        for node in ast.walk(scope.parent.node)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-        and module.scope_of(node).resolve(name)[1] is scope.parent
-    ]
-
-
-def _place_in(site, place: Place) -> Place:
-    return Place(site.module, site.scope, type(place.flow)(), place.factories)
 
 
 def _defaults_to_none(scope: Scope, name: str) -> bool:
@@ -699,54 +363,3 @@ def _passed(call: ast.Call, scope: Scope, name: str) -> Optional[ast.expr]:
         if index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
             return call.args[index]
     return None
-
-
-# Functions that call the function they are given while they run and keep nothing of it.
-_CALLS_AND_DROPS = {
-    "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
-    "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
-}
-
-
-def _kept_as(use: ast.Name, parents: dict) -> str:
-    """How a nested function's name, used as a value, is kept: ``is installed as
-    Block.__call__``, ``is returned``, ``is passed to register()``, or ``is passed on as a
-    value``. The wording says where the function (and what it captures) goes on living."""
-    parent = parents.get(use)
-    if isinstance(parent, ast.Assign) and parent.value is use:
-        targets = ", ".join(render(t) for t in parent.targets)
-        if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in parent.targets):
-            return f"is installed as {targets}"
-        return f"is bound to {targets}"
-    if isinstance(parent, (ast.Return, ast.Yield)):
-        return "is returned (and passed on as a value)"
-    call = parents.get(parent) if isinstance(parent, ast.keyword) else parent
-    if isinstance(call, ast.Call) and call.func is not use:
-        return f"is passed to {render(call.func)}() (and passed on as a value)"
-    return "is passed on as a value"
-
-
-def _calls_and_drops(call: Optional[ast.AST], use: ast.Name) -> bool:
-    """``use`` (a nested function's name) is an argument of a call that only calls it."""
-    return (
-        isinstance(call, ast.Call)
-        and call.func is not use
-        and callee_name(call) in _CALLS_AND_DROPS
-    )
-
-
-def _is_generator(function: ast.AST) -> bool:
-    return any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in walk_same_scope(function))
-
-
-def _consumed(call: ast.Call, parents: dict) -> bool:
-    """Whether the generator ``call`` makes is iterated where it is made: an argument of a
-    call, the iterable of a ``for`` or a comprehension."""
-    parent = parents.get(call)
-    if isinstance(parent, ast.keyword):
-        parent = parents.get(parent)
-    if isinstance(parent, ast.Call) and call is not parent.func:
-        return True
-    if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is call:
-        return True
-    return isinstance(parent, ast.comprehension) and parent.iter is call

@@ -22,7 +22,7 @@ from harness.scan import advice
 from harness.scan.analyzer import Hit, Use
 from harness.scan.confidence import assess, bound_param, find_pins, loop_source
 from harness.scan.finding import Finding, RegistryFinding, Severity
-from harness.scan.lifetime import Lifetime
+from harness.scan.verdict import Lifetime
 from harness.scan.resets import Clear, Prune, bounding
 from harness.scan.syntax import render, root_of
 
@@ -66,7 +66,24 @@ def judge(hits: list[Hit], prunes: list[Prune], clears: list[Clear]) -> list[Jud
             results.append(judged_stores[hit])
         else:
             results.append(_judge_read(hit, by_identity, by_attribute, clears_by))
-    return results
+    return _counts_only(results)
+
+
+def _counts_only(results: list[Judged]) -> list[Judged]:
+    """A registry every use of which adds to a count kept per key (``n[id(x)] += 1``) can
+    change nothing but that count: a stale entry makes a new object's count start high,
+    and no decision reads it (a read that decides is a use of its own, and keeps the hazard)."""
+    uses: dict[str, list[Hit]] = collections.defaultdict(list)
+    for item in results:
+        uses[registry_key(item.hit)[0]].append(item.hit)
+    counted = {key for key, hits in uses.items() if all(hit.count for hit in hits)}
+    return [
+        Judged(item.hit, Severity.SAFE, (
+            f"every use of {registry_key(item.hit)[1]} adds to a count kept per key: a stale entry can "
+            "change nothing but that count"
+        )) if item.severity is Severity.HAZARD and registry_key(item.hit)[0] in counted else item
+        for item in results
+    ]
 
 
 def _by_identity(items) -> dict[str, list]:

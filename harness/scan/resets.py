@@ -21,7 +21,7 @@ import ast
 import dataclasses
 from typing import Optional
 
-from harness.scan.lifetime import is_fresh
+from harness.scan.destinations import is_fresh
 from harness.scan.syntax import dotted, root_of, walk_same_scope
 
 _EXIT_METHODS = ("__exit__", "__aexit__")

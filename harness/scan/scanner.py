@@ -144,7 +144,8 @@ def scan_paths(paths: Iterable[str], skip: Optional[Callable[[str], bool]] = Non
         lines[path] = _decoded_lines(source)
         try:
             trees[path] = ast.parse(source, filename=path)
-        except (SyntaxError, ValueError, UnicodeDecodeError) as error:
+        except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError) as error:
+            # RecursionError, MemoryError: Python's own parser gives up on deep nesting
             findings.append(_unparsed(path, error, lines[path]))
 
     index = ScanIndex(trees, sources, ModuleFacts)
@@ -157,13 +158,7 @@ def scan_paths(paths: Iterable[str], skip: Optional[Callable[[str], bool]] = Non
             modules.append(index.facts(path))
     for module in modules:
         find_id_attributes(module, _place_for, factories)
-    hits, prunes, failed = analyze(modules, factories)
-    for path, reason in failed.items():
-        findings.append(Finding(
-            path, 1, 1, Code.FILE_NOT_PARSED, Severity.ERROR,
-            f"{reason}; this file was parsed but not checked (a limit of the scan: please report it)",
-            lines[path][0].strip() if lines[path] else "",
-        ))
+    hits, prunes = analyze(modules, factories)
     clears = [clear for module in modules for clear in exit_clears(module)]
     judged = judge(hits, prunes, clears)
     findings.extend(to_findings(judged, lines))

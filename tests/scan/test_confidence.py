@@ -24,6 +24,7 @@ EXPECTED = {
     "_LOOKED_UP": (Confidence.LOW, "only lookups"),
     "table in fill()": (Confidence.LOW, "caller's"),
     "Pickler.memo": (Confidence.LOW, "one phase"),
+    "Registry.entries": (Confidence.HIGH, "module-level instance"),
     "Layer.key": (Confidence.HIGH, "replaces"),
     "Mode.cache": (Confidence.HIGH, "another object"),
     "_REGISTERED": (Confidence.LOW, "decorator"),
@@ -57,3 +58,23 @@ def test_confidence_and_its_reason(hazards, name):
     finding = hazards[name]
     assert finding.confidence is confidence, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
     assert word in finding.confidence_reason, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
+
+
+def test_a_decorator_class_keeps_its_cache_with_high_confidence():
+    # Beside Pickler.memo above (an instance keyed by objects passed to it: low), the same
+    # shape whose __call__ calls the function the instance wraps is a decorator's cache.
+    fixture = FIXTURE.parent / "memo_decorators.py"
+    result = scan_paths([str(fixture)])
+    found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    assert found["memoize.cache"].confidence is Confidence.HIGH, found["memoize.cache"].confidence_reason
+    assert "decorator" in found["memoize.cache"].confidence_reason
+
+
+def test_a_registry_on_a_replaced_module_attribute_lives_for_one_phase():
+    # state.graph is assigned anew (compile_one), state.config never: the registry on the
+    # graph dies with each graph, the one on the config lives for the whole process.
+    fixture = FIXTURE.parent / "rebound_attributes.py"
+    result = scan_paths([str(fixture)])
+    found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    assert found["state.graph.seen"].confidence is Confidence.LOW, found["state.graph.seen"].confidence_reason
+    assert found["state.config.seen"].confidence is Confidence.HIGH, found["state.config.seen"].confidence_reason

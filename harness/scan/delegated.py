@@ -1,0 +1,119 @@
+"""Stores not written as ``d[k] = v``: made on a caller's behalf (``self._put(id(obj),
+value)`` where ``_put`` does ``self._seen[key] = value``), and through ``dict.update``
+with pairs, a generator or ``zip`` (:class:`IndirectStores`).
+
+The key is id-derived at the call, not in the callee (there it is a plain parameter), so
+the store is found by following the call: :func:`param_stores` lists where a function of
+the scanned module stores one of its parameters as a key, and the analyzer records each
+as a store at the call, judged by the callee's container.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from typing import Optional
+
+from harness.scan.syntax import callee_name, render, walk_same_scope
+
+_KEYED_STORES = {"setdefault", "__setitem__"}
+_ELEMENT_STORES = {"add", "append", "appendleft"}
+
+
+@dataclasses.dataclass(frozen=True)
+class ParamStore:
+    """``container[param] = value`` (or ``container.add(param)``) in the callee."""
+
+    node: ast.AST
+    container: ast.expr
+    value: Optional[ast.expr]
+    sink: str          # "mapping" or "element"
+
+
+def param_stores(function: ast.AST, param: str) -> list[ParamStore]:
+    """Where ``function`` stores its parameter ``param`` (never rebound in it) as a key."""
+    nodes = list(walk_same_scope(function))
+    if any(isinstance(n, ast.Name) and n.id == param and not isinstance(n.ctx, ast.Load) for n in nodes):
+        return []
+    found = []
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and _is(target.slice, param):
+                    found.append(ParamStore(node, target.value, node.value, "mapping"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args and _is(node.args[0], param):
+            if node.func.attr in _KEYED_STORES:
+                found.append(ParamStore(node, node.func.value, node.args[1] if len(node.args) > 1 else None, "mapping"))
+            elif node.func.attr in _ELEMENT_STORES:
+                found.append(ParamStore(node, node.func.value, None, "element"))
+    return found
+
+
+def _is(node: ast.AST, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def passed(call: ast.Call, params: list[str]) -> list[tuple[str, ast.expr]]:
+    """``(parameter, argument)`` for every argument ``call`` passes to a function taking
+    ``params`` (the bound ``self`` left out); positions after a ``*args`` are not matched."""
+    pairs = []
+    for index, argument in enumerate(call.args):
+        if isinstance(argument, ast.Starred) or index >= len(params):
+            break
+        pairs.append((params[index], argument))
+    pairs += [(k.arg, k.value) for k in call.keywords if k.arg in params]
+    return pairs
+
+
+class IndirectStores:
+    """The part of :class:`~harness.scan.analyzer.ModuleAnalyzer` that finds stores not
+    written as ``d[k] = v``: through a method of the module, and through ``dict.update``."""
+
+    def _delegated_store(self, call: ast.Call) -> None:
+        """``self._put(id(obj), value)`` where ``_put`` (of this module) stores its key
+        parameter: a store at the call, into the callee's container (:mod:`harness.scan.delegated`)."""
+        if not call.args and not call.keywords:
+            return
+        qualified = self.module.callee_qualname(call, self.place.scope)
+        function = self.module.functions.get(qualified) if qualified else None
+        if function is None or qualified in self.module.cached_functions or function is self.place.scope.node:
+            return
+        callee = self.module.scopes[function]
+        params = [p for p in callee.params if p != callee.bound_param]
+        arguments = passed(call, params)
+        for param, argument in arguments:
+            key = self.reader.key(argument)
+            if key is None:
+                continue
+            for store in param_stores(function, param):
+                value = dict(arguments).get(store.value.id) if isinstance(store.value, ast.Name) else None
+                verdict = self.judge.container(store.container, self.place.at(callee))
+                line = getattr(store.node, "lineno", "?")
+                verdict = dataclasses.replace(verdict, reason=f"{render(call.func)}() stores it in {render(store.container)} (line {line}): {verdict.reason}")
+                self._store(call, store.container, key, argument, None, also_holding=value, sink=store.sink, verdict=verdict)
+
+    def _update(self, call: ast.Call, receiver: ast.expr, argument: ast.expr) -> None:
+        """``d.update([(id(x), v)])``, ``d.update((id(x), v) for x in xs)``,
+        ``d.update(zip(map(id, xs), vs))``: every pair is a store into ``d`` (a dict built in
+        place, ``d.update({id(x): v})``, is one through :meth:`~harness.scan.analyzer.ModuleAnalyzer._creation`)."""
+        pairs: list[tuple[ast.expr, Optional[ast.expr]]] = []
+        if isinstance(argument, (ast.List, ast.Tuple, ast.Set)):
+            pairs = [(e.elts[0], e.elts[1]) for e in argument.elts if isinstance(e, ast.Tuple) and len(e.elts) == 2]
+        elif isinstance(argument, (ast.GeneratorExp, ast.ListComp)) and isinstance(argument.elt, ast.Tuple) and len(argument.elt.elts) == 2:
+            pairs = [(argument.elt.elts[0], argument.elt.elts[1])]
+        elif isinstance(argument, ast.Call) and callee_name(argument) == "zip" and len(argument.args) == 2:
+            source = self.reader.id_source(argument.args[0])
+            if source is not None:
+                self._consume(argument)
+                self._store(call, receiver, source, argument.args[0], None)
+            return
+        for key_node, value in pairs:
+            key = self.reader.key(key_node)
+            if key is not None:
+                self._consume(argument)
+                self._store(call, receiver, key, key_node, value)
+
+    def _consume(self, node: ast.AST) -> None:
+        """Leave ``node`` and what it is made of out of :meth:`_creation`: it is judged as
+        part of the store it is an argument of."""
+        self._consumed.update(ast.walk(node))

@@ -1,0 +1,248 @@
+"""What keeps a keyed object alive as long as its entry, read at one store: the container
+belongs to the object, the entry holds it, it never dies, a finalizer prunes the entry, a
+``finally`` removes it, another holder with the registry's lifetime keeps it (the questions
+about one object are in :mod:`harness.scan.holders`). A finalizer or a second holder counts
+only when it runs whenever the store does: in the store's own block or a block around it."""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from harness.scan.destinations import MUTATORS
+from harness.scan.filenames import names_a_file
+from harness.scan.holders import aliases, holds, immortal, loop_holder, owner_pinned, roots
+from harness.scan.keys import KeyFacts
+from harness.scan.scopes import Binding
+from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
+
+# Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
+PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
+
+
+class KeepAlive:
+    """The part of :class:`~harness.scan.analyzer.ModuleAnalyzer` that reads why a keyed
+    object outlives its entry (it reads the analyzer's ``place`` and ``module``)."""
+
+    def _kept_alive(
+        self,
+        sink: ast.AST,
+        key: KeyFacts,
+        container: ast.expr,
+        value: Optional[ast.expr],
+        also_holding: Optional[ast.expr],
+        key_node: Optional[ast.expr] = None,
+    ) -> Optional[str]:
+        """Why every object of ``key`` outlives the entry, or None when nothing shows it.
+
+        A finalizer or a second holder counts only when it runs whenever the sink does: it
+        sits in the sink's own block or in a block around it (not in a branch beside it).
+        """
+        if not key.objects:
+            return None
+        flow = self.place.flow
+        reasons = []
+        root, _ = root_of(container)
+        for obj in key.objects:
+            shown = render(obj)
+            if same_expr(root, obj) and not names_a_file(key_node, container, self.place.scope.node):
+                reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
+                continue
+            if holds(value, obj, flow) or holds(also_holding, obj, flow):
+                reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
+                continue
+            never = immortal(obj, self.place) or owner_pinned(obj, container, self.place)
+            if never is not None:
+                reasons.append(never)
+                continue
+            finalizer = self._finalizer_pruning(sink, obj, container)
+            if finalizer is not None:
+                reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
+                continue
+            sibling = self._sibling_holder(sink, obj, container) or loop_holder(sink, obj, container, self.place)
+            if sibling is not None:
+                reasons.append(sibling)
+                continue
+            return None
+        return "; ".join(dict.fromkeys(reasons))
+
+    def _function_nodes(self) -> list[ast.AST]:
+        scope = self.place.scope
+        return list(walk_same_scope(scope.node))
+
+    def _finalizer_pruning(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[int]:
+        """The line of a ``weakref.finalize(obj, ...)`` (or ``weakref.ref(obj, callback)``)
+        in this function whose callback mentions the container."""
+        root, parts = root_of(container)
+        tail = next((part for part in reversed(parts) if part != "[]"), None) or (root.id if isinstance(root, ast.Name) else None)
+        if tail is None:
+            return None
+        for node in self._function_nodes():
+            if not isinstance(node, ast.Call) or len(node.args) < 2 or not same_expr(node.args[0], obj):
+                continue
+            if not (self._runs_with(node, sink) or self._once_per_key(node, sink)):
+                continue
+            name = dotted(node.func) or ""
+            if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
+                continue
+            rest = [*node.args[1:], *(k.value for k in node.keywords)]
+            if any(tail in render(part) for part in rest):
+                return node.lineno
+            if any(self._callback_mentions(part, tail) for part in rest):
+                return node.lineno
+        return None
+
+    def _once_per_key(self, node: ast.AST, sink: ast.AST) -> bool:
+        """``if idx not in self.refs: self.refs[idx] = weakref.ref(key, prune)`` before the
+        sink: the finalizer is made the first time the key is stored and kept for later
+        stores of the same key, so every store runs with one."""
+        statement = self._statement_of(node)
+        guard = self.module.parents.get(statement)
+        if not (isinstance(guard, ast.If) and isinstance(guard.test, ast.Compare) and len(guard.test.ops) == 1):
+            return False
+        if not isinstance(guard.test.ops[0], ast.NotIn) or not any(s is statement for s in guard.body):
+            return False
+        block = self._block_of(guard)
+        return block is not None and block in self._blocks_around(sink) and guard.lineno < getattr(sink, "lineno", 0)
+
+    def _callback_mentions(self, callback: ast.expr, tail: str, depth: int = 0) -> bool:
+        """Whether a callback reaches code naming the container: a function or method of
+        this module (or a nested function), a lambda or ``functools.partial`` calling one,
+        followed through the calls it makes (``finalize(x, self._drop, k)`` where ``_drop``
+        calls ``self._forget(k)``, which deletes the key), up to three calls deep."""
+        function = self._function_named(callback)
+        if function is not None:
+            if tail in render(function):
+                return True
+            callback = function
+        elif tail in render(callback):
+            return True
+        if depth >= 3:
+            return False
+        for inner in ast.walk(callback):
+            if inner is callback:
+                continue
+            target = inner.func if isinstance(inner, ast.Call) else inner
+            if isinstance(target, (ast.Name, ast.Attribute)) and self._function_named(target) not in (None, callback):
+                if self._callback_mentions(target, tail, depth + 1):
+                    return True
+        return False
+
+    def _function_named(self, node: ast.expr) -> Optional[ast.AST]:
+        """The function of this module ``node`` names (``f``, ``self.m``, ``Class.m``, a
+        nested function of the current one), or None."""
+        name = None
+        if isinstance(node, ast.Name):
+            name = node.id
+        elif isinstance(node, ast.Attribute):
+            owner = self.place.method_owner(node.value) or (node.value.id if isinstance(node.value, ast.Name) else None)
+            name = f"{owner}.{node.attr}" if owner else None
+        function = self.module.functions.get(name) if name else None
+        if function is None and isinstance(node, ast.Name):
+            nested = (
+                n for n in self._function_nodes()
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == node.id
+            )
+            function = next(nested, None)
+        return function
+
+    def _pruned_in_finally(self, sink: ast.AST, container: ast.expr, key_node: ast.expr) -> Optional[str]:
+        """``s.add(key)`` then ``try: ... finally: s.discard(key)``: the entry lives only while
+        this call runs, and the call holds the object (a recursion guard)."""
+        for node in self._function_nodes():
+            if not isinstance(node, ast.Try) or not node.finalbody:
+                continue
+            inside = any(child is sink for statement in node.body for child in ast.walk(statement))
+            if not (inside or self._runs_with(node, sink)):
+                continue
+            for statement in node.finalbody:
+                for prune in ast.walk(statement):
+                    if self._prunes(prune, container, key_node):
+                        return (
+                            f"the finally block at line {prune.lineno} removes the entry, so it lives "
+                            "only while this call, which holds the object, runs"
+                        )
+        return None
+
+    @staticmethod
+    def _prunes(node: ast.AST, container: ast.expr, key_node: ast.expr) -> bool:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PRUNE_METHODS:
+            return bool(node.args) and same_expr(node.func.value, container) and same_expr(node.args[0], key_node)
+        if isinstance(node, ast.Delete):
+            return any(
+                isinstance(t, ast.Subscript) and same_expr(t.value, container) and same_expr(t.slice, key_node)
+                for t in node.targets
+            )
+        return False
+
+    def _sibling_holder(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[str]:
+        """Another store in this function, into state with the same root (``self``, ``cls``,
+        the same global), that holds the object: the state keeps it alive with the key."""
+        registry_roots = roots(container, self.place)
+        if not registry_roots:
+            return None
+        flow = self.place.flow
+        for node in self._function_nodes():
+            targets: list[tuple[ast.expr, Optional[ast.expr]]] = []
+            if isinstance(node, ast.Assign):
+                targets = [(target, node.value) for target in node.targets]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS and node.args:
+                targets = [(node.func.value, node.args[-1])]
+            for target, value in targets:
+                if same_expr(target, container) or not holds(value, obj, flow):
+                    continue
+                # A holder reached through a local alias counts as the state it aliases
+                # (streams = self.rs_streams if rs else self.ag_streams; streams.append(s)).
+                resolved = aliases(target, self.place)
+                if isinstance(target, ast.Name) and resolved == [target]:
+                    continue
+                holder_roots = {root.id for root, _ in map(root_of, resolved) if isinstance(root, ast.Name)}
+                if holder_roots and holder_roots <= registry_roots and self._runs_with(node, sink):
+                    return f"{render(target)} also holds {render(obj)} (line {node.lineno}), with the same lifetime as the key"
+        return None
+
+    def _made_here(self, obj: ast.expr) -> bool:
+        """Whether ``obj`` is a local of this function bound only to call results (an object
+        this function makes, rather than one a caller brings)."""
+        if not isinstance(obj, ast.Name):
+            return False
+        binding, owner = self.place.scope.resolve(obj.id)
+        values = owner.values.get(obj.id, [])
+        return binding is Binding.LOCAL and bool(values) and all(isinstance(v, ast.Call) for v in values)
+
+    def _never_die(self, key: KeyFacts) -> Optional[str]:
+        """Why every object of ``key`` lives for the whole process, or None."""
+        reasons = [immortal(obj, self.place) for obj in key.objects]
+        return "; ".join(dict.fromkeys(reasons)) if reasons and all(reasons) else None
+
+    def _runs_with(self, node: ast.AST, sink: ast.AST) -> bool:
+        """Whether the statement of ``node`` sits in a block that also (directly or through
+        nesting) contains ``sink``: then both run, or neither (exceptions aside)."""
+        block = self._block_of(self._statement_of(node))
+        return block is not None and block in self._blocks_around(sink)
+
+    def _statement_of(self, node: ast.AST) -> ast.AST:
+        parents = self.module.parents
+        while not isinstance(node, ast.stmt) and node in parents:
+            node = parents[node]
+        return node
+
+    def _block_of(self, statement: ast.AST) -> Optional[tuple[ast.AST, str]]:
+        parent = self.module.parents.get(statement)
+        if parent is None:
+            return None
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(parent, field, None)
+            if isinstance(block, list) and any(item is statement for item in block):
+                return (parent, field)
+        return None
+
+    def _blocks_around(self, node: ast.AST) -> list[tuple[ast.AST, str]]:
+        blocks = []
+        current = self._statement_of(node)
+        while current is not None and current is not self.place.scope.node:
+            block = self._block_of(current)
+            if block is not None:
+                blocks.append(block)
+            current = self.module.parents.get(current)
+        return blocks

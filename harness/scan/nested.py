@@ -1,0 +1,134 @@
+"""Functions nested in a function, and whether they run only within the call that defines
+them: a nested function that is only called (or given to a call that only calls it, or handed
+out only while the call runs: :mod:`harness.scan.transient`) cannot keep what it captures
+past that call; one that is returned, stored, decorated or passed on can. The lifetime judge
+asks this of every container a nested function captures."""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from harness.scan.destinations import Goes, destinations
+from harness.scan.environment import Place
+from harness.scan.scopes import Scope
+from harness.scan.syntax import callee_name, dotted, render, walk_same_scope
+from harness.scan.transient import released_with_frame
+
+# Decorators that run the function when it is called and keep nothing of it.
+_HARMLESS_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "wraps", "staticmethod", "contextmanager"}
+
+
+class NestedFunctions:
+    """The part of :class:`~harness.scan.lifetime.LifetimeJudge` that judges nested
+    functions (it calls back into the judge's ``escape``)."""
+
+    def _nested_escape(self, inner: Scope, owner: Scope, place: Place) -> Optional[str]:
+        """How a function nested in ``owner`` (``inner`` or one of its parents) can run after
+        ``owner`` returns -- returned, stored, passed on, decorated -- or None when it is only
+        ever called (its results used at once) while ``owner`` runs."""
+        scope = inner
+        while scope is not None and scope is not owner:
+            reason = self._definition_escapes(scope, place)
+            if reason is not None:
+                return reason
+            scope = scope.parent
+        return None if scope is owner else "is defined elsewhere"
+
+    def _definition_escapes(self, scope: Scope, place: Place) -> Optional[str]:
+        node = scope.node
+        if isinstance(node, ast.Lambda):
+            call = place.module.parents.get(node)
+            if isinstance(call, ast.keyword):
+                call = place.module.parents.get(call)
+            if _calls_and_drops(call, node):
+                return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
+            return f"is a lambda passed on at line {node.lineno}, which can be kept"
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return "is a class body, which can be kept"
+        if isinstance(node, ast.AsyncFunctionDef):
+            return "is a coroutine function, which can run later"
+        for decorator in node.decorator_list:
+            if (dotted(decorator.func if isinstance(decorator, ast.Call) else decorator) or "").split(".")[-1] not in _HARMLESS_DECORATORS:
+                return f"is decorated with {render(decorator)}, which may keep it"
+        parent = scope.parent
+        parents = place.module.parents
+        generator = _is_generator(node)
+        for use in ast.walk(parent.node):
+            if not (isinstance(use, ast.Name) and use.id == node.name and isinstance(use.ctx, ast.Load)):
+                continue
+            if place.module.scope_of(use).resolve(node.name)[1] is not parent:
+                continue
+            call = parents.get(use)
+            if isinstance(call, ast.keyword):
+                call = parents.get(call)
+            if _calls_and_drops(call, use):
+                continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
+            if not (isinstance(call, ast.Call) and call.func is use):
+                if released_with_frame(use, parent.node, parents) is not None:
+                    continue   # handed out only while the call runs, taken back before it returns
+                return f"{_kept_as(use, parents)} at line {use.lineno}"
+            if not generator:
+                continue   # calling a function keeps nothing of it; only a generator lives on in its result
+            if _consumed(call, parents):
+                continue   # list(gen()), for x in gen(), f(gen()): the generator is used up here
+            for destination in destinations(call, parents):
+                if destination.kind is Goes.TEMPORARY:
+                    continue
+                if destination.kind is Goes.NAME and destination.name in parent.assigned:
+                    if self.escape(destination.name, parent, place.at(parent)) is None:
+                        continue
+                return f"has its result kept at line {call.lineno}"
+        return None
+
+
+# Functions that call the function they are given while they run and keep nothing of it.
+_CALLS_AND_DROPS = {
+    "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
+    "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
+    "tree_any", "tree_all", "tree_any_only", "tree_all_only", "map_arg", "map_aggregate",
+}
+
+
+def _kept_as(use: ast.Name, parents: dict) -> str:
+    """How a nested function's name, used as a value, is kept: ``is installed as
+    Block.__call__``, ``is returned``, ``is passed to register()``, or ``is passed on as a
+    value``. The wording says where the function (and what it captures) goes on living."""
+    parent = parents.get(use)
+    if isinstance(parent, ast.Assign) and parent.value is use:
+        targets = ", ".join(render(t) for t in parent.targets)
+        if any(isinstance(t, (ast.Attribute, ast.Subscript)) for t in parent.targets):
+            return f"is installed as {targets}"
+        return f"is bound to {targets}"
+    if isinstance(parent, (ast.Return, ast.Yield)):
+        return "is returned (and passed on as a value)"
+    call = parents.get(parent) if isinstance(parent, ast.keyword) else parent
+    if isinstance(call, ast.Call) and call.func is not use:
+        return f"is passed to {render(call.func)}() (and passed on as a value)"
+    return "is passed on as a value"
+
+
+def _calls_and_drops(call: Optional[ast.AST], use: ast.Name) -> bool:
+    """``use`` (a nested function's name) is an argument of a call that only calls it."""
+    return (
+        isinstance(call, ast.Call)
+        and call.func is not use
+        and callee_name(call) in _CALLS_AND_DROPS
+    )
+
+
+def _is_generator(function: ast.AST) -> bool:
+    return any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in walk_same_scope(function))
+
+
+def _consumed(call: ast.Call, parents: dict) -> bool:
+    """Whether the generator ``call`` makes is iterated where it is made: an argument of a
+    call, the iterable of a ``for`` or a comprehension."""
+    parent = parents.get(call)
+    if isinstance(parent, ast.keyword):
+        parent = parents.get(parent)
+    if isinstance(parent, ast.Call) and call is not parent.func:
+        return True
+    if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is call:
+        return True
+    return isinstance(parent, ast.comprehension) and parent.iter is call
