@@ -52,7 +52,7 @@ def build_config(args):
 
     stack = load_stack(cfg.sut, cfg.sut_options())
     check_stack(cfg, stack)
-    return cfg.replace(cases=choose_cases(cfg, stack)), spmd
+    return cfg.replace(cases=choose_cases(cfg, stack)), spmd, stack
 
 
 class _ReportFiles:
@@ -104,7 +104,7 @@ def cmd_run(args, events=None) -> int:
     from harness.runner.session import run
 
     try:
-        cfg, spmd = build_config(args)
+        cfg, spmd, stack = build_config(args)
     except (UsageError, SetupError) as exc:
         from harness.runner.spmd_env import exit_together, spmd_environment
 
@@ -127,7 +127,7 @@ def cmd_run(args, events=None) -> int:
 
     report = None
     try:
-        report = run(cfg, on_case, events=events or StartupProgress(), spmd=spmd)
+        report = run(cfg, on_case, events=events or StartupProgress(), spmd=spmd, stack=stack)
         if report is None:       # an SPMD rank other than 0: rank 0 judges and reports
             return 0
     finally:

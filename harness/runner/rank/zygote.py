@@ -227,7 +227,7 @@ def _spare_main(state, zygote_pid: int, req_r: int, out_w: int) -> None:
 
     die_with_parent(zygote_pid)
     warm_error = None
-    warm = getattr(state.stack, "warm_child", None)
+    warm = traits(state.stack).warm_child
     if warm is not None:
         try:
             warm(state.rank)
@@ -253,7 +253,7 @@ def _spare_main(state, zygote_pid: int, req_r: int, out_w: int) -> None:
 def spare_count(stack) -> int:
     """How many spares the zygote keeps (see the module): two for a stack that warms its
     children, one otherwise."""
-    return 2 if getattr(stack, "warm_child", None) is not None else 1
+    return 2 if traits(stack).warm_child is not None else 1
 
 
 class Zygote:
