@@ -23,7 +23,7 @@ torch.empty(shape))``), or, where a library it calls does the allocating, calls
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 import torch
 

@@ -39,6 +39,8 @@ import struct
 import time
 import traceback
 
+from harness.stacks.hooks import traits
+
 __harness_hidden__ = True
 
 
