@@ -1,0 +1,64 @@
+"""A stack method that raises, or returns what the harness cannot use, fails the case naming the
+method, the exception or the value, and where in the stack's own code; the run goes on to the
+next case. Under every launcher: the rank's executor is the same everywhere, but how its result
+reaches the report is not."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HERE = os.path.join("tests", "stacks", "broken_stack.py")
+CASES = "delayed/wide,delayed/deep-narrow"
+LAUNCHERS = ["spawn", "torchrun", "mpirun", "inproc"]
+
+
+def run_harness(args, tmp_path, timeout=300):
+    """``python -m harness run ARGS --json`` in a plain process from the repository root; the exit
+    status, stderr and the JSON report."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")   # torchrun, mpirun
+    env["PYTHONPATH"] = REPO
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", *args, "--json", str(report)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return proc, (json.loads(report.read_text()) if report.exists() else None)
+
+
+def failure_text(case: dict) -> str:
+    return "\n".join(f["detail"] for f in case["failures"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_raising_method_is_named_with_its_frames_and_the_run_goes_on(launcher, tmp_path):
+    proc, report = run_harness(["--sut", "tests.stacks.broken_stack:SNAPSHOT_RAISES", "--launcher", launcher,
+                                "--cases", CASES, "--no-isolation"], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert [c["name"] for c in report["cases"]] == CASES.split(","), "the run stopped before its last case"
+    for case in report["cases"]:
+        assert case["outcome"] == "error", case
+        text = failure_text(case)
+        assert "SnapshotRaises.snapshot() raised ValueError: the state of this model cannot be read" in text, text
+        assert HERE in text and "in _read_state" in text, text      # the stack's own frame
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_wrong_return_type_is_named_with_the_value_and_the_method(launcher, tmp_path):
+    proc, report = run_harness(["--sut", "tests.stacks.broken_stack:REGISTRIES_NONE", "--launcher", launcher,
+                                "--cases", CASES, "--no-isolation"], tmp_path)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert [c["name"] for c in report["cases"]] == CASES.split(",")
+    for case in report["cases"]:
+        assert case["outcome"] == "error", case
+        text = failure_text(case)
+        assert "registries() returned None (NoneType); expected a dict" in text, text
+        assert f"RegistriesNone.registries at {HERE}:" in text, text
