@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from harness.errors import HarnessError, OneLineParser, SetupError, UsageError
+from harness.errors import OneLineParser, SetupError, UsageError, exit_code
 from harness.runner.options import Front, add_to_argparse, config_from_values, options_for
 
 __harness_hidden__ = True
@@ -160,11 +159,4 @@ def cmd_run(args, events=None) -> int:
 
 def main(argv, events=None) -> int:
     """``python -m harness run ARGV``; ``events``: a :class:`~harness.runner.events.RunEvents`."""
-    try:
-        return cmd_run(build_parser().parse_args(argv), events)
-    except HarnessError as exc:       # UsageError, SetupError and the rest: one line, exit 2
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return exit_code(lambda: cmd_run(build_parser().parse_args(argv), events))
