@@ -122,16 +122,17 @@ def normalise(line: str) -> str:
 
 
 def readme_items():
-    """(test id, kind, command, expected lines) for every command of the README."""
+    """(test id, kind, commands, expected lines) for every block of commands of the README: the
+    commands of one block run one after the other in one copy (a later one may read what an
+    earlier one wrote)."""
     items = []
     for info, lines, start in blocks(open(README).read()):
         if info or not lines:
             continue
         if lines[0].startswith("$ "):
-            items.append((f"line{start + 1}-example", "example", lines[0][2:].strip(), lines[1:]))
-            continue
-        for command in commands(lines):
-            items.append((f"line{start}-{command[:60]}", "command", command, []))
+            items.append((f"README.md:{start}-example", "example", [lines[0][2:].strip()], lines[1:]))
+        elif commands(lines):
+            items.append((f"README.md:{start}", "commands", commands(lines), []))
     return items
 
 
@@ -179,7 +180,7 @@ def plain_shell_env() -> dict:
 
 
 def run_as_reader(copy: str, command: str) -> subprocess.CompletedProcess:
-    script = f"{setup_line()} >/dev/null\n{command}\n"
+    script = f"{{ {setup_line()}; }} >/dev/null\n{command}\n"
     return subprocess.run(["bash", "-c", script], cwd=copy, env=plain_shell_env(), capture_output=True, text=True,
                           timeout=HANG_GUARD_S, stdin=subprocess.DEVNULL)
 
@@ -196,12 +197,12 @@ ITEMS = readme_items()
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind,command,expected", [item[1:] for item in ITEMS], ids=[item[0] for item in ITEMS])
-def test_the_readme_command_runs_as_written(kind, command, expected, tmp_path):
+@pytest.mark.parametrize("kind,block,expected", [item[1:] for item in ITEMS], ids=[item[0] for item in ITEMS])
+def test_the_readme_commands_run_as_written(kind, block, expected, tmp_path):
     copy = fresh_copy(tmp_path / "checkout")
-    dry = DRY.get(command)
-    proc = run_as_reader(copy, dry[0] if dry else command)
-    output = check_ran(proc, command)
+    for command in block:
+        dry = DRY.get(command)
+        output = check_ran(run_as_reader(copy, dry[0] if dry else command), command)
     if kind == "example":
         lines = [normalise(line) for line in output.splitlines()]
         at = 0
@@ -215,7 +216,7 @@ def test_the_readme_command_runs_as_written(kind, command, expected, tmp_path):
 
 def test_every_dry_command_is_in_the_readme():
     """A command renamed in the README is not left behind in DRY, silently running nothing."""
-    assert set(DRY) <= {item[2] for item in ITEMS}
+    assert set(DRY) <= {command for item in ITEMS for command in item[2]}
 
 
 def test_the_readme_is_read_into_commands():
@@ -223,4 +224,24 @@ def test_the_readme_is_read_into_commands():
     assert setup_line() == "./scripts/setup && . .venv/bin/activate"
     assert {"mystack.py", "minimal.py"} <= set(readme_files())
     assert any(kind == "example" for _, kind, _, _ in ITEMS)
-    assert "python -m harness scan harness/stacks" in {item[2] for item in ITEMS}
+    assert "python -m harness scan harness/stacks" in {command for item in ITEMS for command in item[2]}
+
+
+def test_a_command_that_cannot_import_or_raises_fails_the_check():
+    for output, status in (("ModuleNotFoundError: No module named 'torch'\n", 1),
+                           ("Traceback (most recent call last):\n  ...\nValueError: x\n", 1), ("error: bad\n", 2)):
+        with pytest.raises(AssertionError):
+            check_ran(subprocess.CompletedProcess([], status, output, ""), "cmd")
+    assert check_ran(subprocess.CompletedProcess([], 1, "0 passed, 1 failed\n", ""), "cmd")
+
+
+def test_the_plain_shell_has_no_virtual_environment(tmp_path):
+    """Without the set-up line, the venv's commands are not there: what the set-up line is for."""
+    proc = subprocess.run(["bash", "-c", "command -v torchrun || command -v mpirun || echo none; echo ${VIRTUAL_ENV:-unset}"],
+                          env=plain_shell_env(), capture_output=True, text=True, cwd=tmp_path)
+    assert proc.stdout.split() == ["none", "unset"], proc.stdout
+
+
+def test_normalise_drops_only_what_changes_from_run_to_run():
+    assert normalise("FAIL  x  (0.06s reuse=1)  [id 0x7f00ab]") == normalise("FAIL  x  (1.50s reuse=2)  [id 0x1]")
+    assert normalise("stack.py:56 build") != normalise("stack.py:61 build")

@@ -62,3 +62,25 @@ def test_a_wrong_return_type_is_named_with_the_value_and_the_method(launcher, tm
         text = failure_text(case)
         assert "registries() returned None (NoneType); expected a dict" in text, text
         assert f"RegistriesNone.registries at {HERE}:" in text, text
+
+
+def test_the_readme_skeleton_fails_every_case_at_its_first_unwritten_method(tmp_path):
+    """The README's skeleton, pasted as it stands into mystack.py: every case of the catalogue
+    fails, naming the first method the harness calls that is not written yet and its line there."""
+    from tests.test_readme import readme_files
+
+    text = readme_files()["mystack.py"]
+    (tmp_path / "mystack.py").write_text(text)
+    line = next(n for n, src in enumerate(text.splitlines(), 1) if "def registries(" in src)
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    report = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "harness", "run", "--sut", "mystack:STACK", "--json", str(report)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    cases = json.loads(report.read_text())["cases"]
+    assert len(cases) > 1
+    for case in cases:
+        text = failure_text(case)
+        assert case["outcome"] == "error" and "registries() returned None" in text, case
+        assert f"MyStack.registries at mystack.py:{line}" in text, text
