@@ -7,11 +7,11 @@ selection that matches nothing is one line and exit 2.
 
 from __future__ import annotations
 
-import json
 
 from harness.case.catalog import all_cases, builtin_cases, select_cases
 from harness.case.spec import CaseSpec
 from harness.errors import UsageError
+from harness.report.jsonfile import read_json
 from harness.stacks.hooks import traits
 
 __harness_hidden__ = True
@@ -19,13 +19,7 @@ __harness_hidden__ = True
 
 def load_case_file(path: str) -> list[CaseSpec]:
     """Case specs from a JSON file: one object or a list of them."""
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise UsageError(f"--case-file {path!r}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--case-file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    data = read_json(path, "--case-file")
     items = data if isinstance(data, list) else [data]
     return [CaseSpec.from_dict(item) for item in items]
 
