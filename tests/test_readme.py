@@ -179,6 +179,10 @@ def plain_shell_env() -> dict:
     return env
 
 
+def empty_folders(root: str) -> list[str]:
+    return [os.path.relpath(folder, root) for folder, dirs, files in os.walk(root) if not dirs and not files]
+
+
 def run_as_reader(copy: str, command: str) -> subprocess.CompletedProcess:
     script = f"{{ {setup_line()}; }} >/dev/null\n{command}\n"
     return subprocess.run(["bash", "-c", script], cwd=copy, env=plain_shell_env(), capture_output=True, text=True,
@@ -200,9 +204,12 @@ ITEMS = readme_items()
 @pytest.mark.parametrize("kind,block,expected", [item[1:] for item in ITEMS], ids=[item[0] for item in ITEMS])
 def test_the_readme_commands_run_as_written(kind, block, expected, tmp_path):
     copy = fresh_copy(tmp_path / "checkout")
+    folders_before = empty_folders(copy)
     for command in block:
         dry = DRY.get(command)
         output = check_ran(run_as_reader(copy, dry[0] if dry else command), command)
+    left = sorted(set(empty_folders(copy)) - set(folders_before))
+    assert left == [], f"the commands left empty folders behind: {left}"
     if kind == "example":
         lines = [normalise(line) for line in output.splitlines()]
         at = 0

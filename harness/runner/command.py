@@ -102,6 +102,12 @@ def cmd_run(args, events=None) -> int:
     from harness.runner.events import StartupProgress
     from harness.runner.session import run
 
+    from harness.runner.spmd_env import remove_empty_agent_folders, spmd_environment
+
+    if spmd_environment() is not None:      # torchrun's empty folders for this rank go as it ends, however
+        import atexit
+
+        atexit.register(remove_empty_agent_folders, dict(os.environ))
     try:
         cfg, spmd, stack = build_config(args)
     except (UsageError, SetupError) as exc:

@@ -213,3 +213,4 @@ class SpmdBackend:
             self.zygote.close()
             self.zygote = None
         self.state.leave_group()
+
