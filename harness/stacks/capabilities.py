@@ -157,9 +157,9 @@ def world_declined_reason(caps: Capabilities, world_size: int) -> str | None:
 def model_declined_reason(caps: Capabilities, model) -> str | None:
     """Why the stack does not build this ``ModelSpec`` (its shapes aside), or None."""
     if model.userbuffers not in caps.userbuffers:
-        return _reason(caps, "userbuffers", f"userbuffers={_flag(model.userbuffers)} (Userbuffers-style tensor "
-                                            f"parallelism {'is not' if model.userbuffers else 'is the only'} "
-                                            f"thing it runs)")
+        runs = "does not run" if model.userbuffers else "runs only"
+        return _reason(caps, "userbuffers", f"userbuffers={_flag(model.userbuffers)} (it {runs} Userbuffers-style "
+                                            f"tensor parallelism)")
     if caps.scalings is not None and model.scaling not in caps.scalings:
         return _reason(caps, "scaling", f"scaling={model.scaling!r} (it runs {', '.join(caps.scalings)})")
     recipe = model.recipe

@@ -12,11 +12,9 @@ context, 0.35 s per process on an H200) and waits for its case. When a request c
 spare takes it and the zygote forks a new one at once, so that warm-up overlaps the cases that
 run meanwhile instead of adding to a later isolated run. A stack that warms its children keeps
 two spares: on TE's catalogue (one H200) a shared case takes 0.1 to 0.2 s, so the next request
-comes sooner after the last than one spare's fork and CUDA set-up take. Measured with the whole
-catalogue at world size 1: with one spare, 4 of 6 runs with isolation took 29.9 to 31.7 s and
-2 took 21.8 and 24.1 s; with two spares, 4 of 4 took 20.1 to 24.2 s (docs/gpu-validation.md).
-Without ``warm_child`` a spare is ready as soon as it is forked, and one is enough. A spare has
-run no case: it is as fresh as a child forked on demand.
+comes sooner after the last than one spare's fork and CUDA set-up take (docs/gpu-validation.md
+has the runs with one spare and with two). Without ``warm_child`` a spare is ready as soon as it
+is forked, and one is enough. A spare has run no case: it is as fresh as a child forked on demand.
 
 At world size 1 the isolated run of a case starts *alongside* the shared one
 (:meth:`Zygote.begin` before the rank runs the case, :meth:`Zygote.end` when the isolated result
