@@ -30,8 +30,20 @@ SCENARIOS = {
 }
 
 
+# The released package each bug lives in, beyond torch (the test extra installs them: ./scripts/test).
+PACKAGES = {"megatron-": ("megatron.core", "megatron-core"), "accelerate-": ("accelerate", "accelerate")}
+
+
 def _require_release(bug: str) -> None:
-    """The torch case reproduces torch 2.13's code (the version the project pins)."""
+    """The torch case reproduces torch 2.13's code (the version the project pins); the others need
+    their released package, and are skipped naming it where it is not installed."""
+    for prefix, (module, package) in PACKAGES.items():
+        if bug.startswith(prefix):
+            try:
+                __import__(module)
+            except ImportError:
+                pytest.skip(f"{bug} needs the package {package} (in the test extra: pip install -e '.[test]', "
+                            f"or ./scripts/test)")
     if bug.startswith("torch-"):
         import torch
 

@@ -52,18 +52,44 @@ class DeadlineExceeded(HarnessError):
         return (DeadlineExceeded, (self.what, self.seconds, self.where))
 
 
-def exit_from(main) -> None:
-    """A ``python -m`` entry point's last line: exits with ``main()``'s code, or, for a
-    :class:`HarnessError` (bad input, an environment that cannot run it), with its message as one
-    line on stderr and code 2."""
+def exit_code(main, needs: tuple = ()) -> int:
+    """The one exit-status rule of every entry point: ``main()``'s code; for a
+    :class:`HarnessError` (bad input, an environment that cannot run it), or a package this python
+    lacks (``needs``, checked first, or one that ``main`` fails to import), its message as one line
+    on stderr and code 2; 130 on Ctrl-C."""
+    import importlib.util
     import sys
 
     try:
-        code = main()
+        for package in needs:
+            if importlib.util.find_spec(package) is None:
+                raise SetupError(_no_package(package))
+        return main()
     except HarnessError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        code = 2
-    sys.exit(code)
+        return 2
+    except ModuleNotFoundError as exc:
+        if not exc.name or exc.name.split(".")[0] == "harness":
+            raise                      # the harness's own module: a bug, with its traceback
+        print(f"error: {_no_package(exc.name.split('.')[0])}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _no_package(package: str) -> str:
+    import sys
+
+    return (f"this python ({sys.executable}) has no {package}: run from the project's .venv "
+            f"(./scripts/setup && . .venv/bin/activate) or install the project into it (pip install -e .)")
+
+
+def exit_from(main) -> None:
+    """A ``python -m`` entry point's last line: exits with :func:`exit_code` of ``main``."""
+    import sys
+
+    sys.exit(exit_code(main))
 
 
 def site_of(frame: str | None) -> str | None:

@@ -8,7 +8,8 @@ import shlex
 import subprocess
 
 import pytest
-import yaml
+
+yaml = pytest.importorskip("yaml", reason="the package pyyaml is not installed (it is in the test extra: ./scripts/test)")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GITHUB = os.path.join(ROOT, "ci", "github-actions.yml")

@@ -41,6 +41,7 @@ for req in requests:
             os.chdir(req["cwd"])
             os.environ.clear()
             os.environ.update(req["env"])
+            sys.path[:0] = [p for p in req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
             sys.argv = ["harness"] + req["argv"]
             try:
                 runpy.run_module("harness", run_name="__main__", alter_sys=True)
@@ -91,12 +92,22 @@ def files(tmp_path_factory):
     paths["unknown_field"].write_text(json.dumps({"name": "x", "model": {"dims": [4, 4]}, "colour": "red"}))
     paths["unknown_recipe"].write_text(json.dumps({"name": "x", "model": {"dims": [4, 4], "recipe": {"marginn": 1}}}))
     paths["empty_bin"].mkdir()       # PATH with no mpirun (and nothing else) in it
+    # Stacks that cannot be loaded, in a folder of their own put on PYTHONPATH.
+    paths["suts"] = folder / "suts"
+    paths["suts"].mkdir()
+    (paths["suts"] / "bad_suts.py").write_text(
+        "def raising():\n    raise RuntimeError('no device for this stack')\n\n\n"
+        "class NeedsArguments:\n    def __init__(self, size):\n        self.size = size\n")
+    (paths["suts"] / "bad_syntax.py").write_text("def build(self:\n")
+    paths["fifo"] = folder / "report.fifo"
+    os.mkfifo(paths["fifo"])
     return folder, paths
 
 
 def invocations(paths) -> dict:
     """name -> (arguments after `run`, environment changes, what the one stderr line must contain)."""
     no_mpirun = {"PATH": str(paths["empty_bin"])}
+    suts = {"PYTHONPATH": str(paths["suts"])}
     te_missing = not os.path.isdir(os.path.join(REPO, "harness", "stacks", "te"))
     te_expect = ("cannot import stack module 'harness.stacks.te.stack'" if te_missing else None)
     return {
@@ -104,6 +115,18 @@ def invocations(paths) -> dict:
         "sut-not-importable": (["--sut", "no_such_pkg.mod:attr"], {},
                                "cannot import stack module 'no_such_pkg.mod' for --sut 'no_such_pkg.mod:attr'"),
         "sut-no-attribute": (["--sut", "harness.fp8:no_such_attr"], {}, "has no attribute 'no_such_attr'"),
+        "sut-factory-raises": (["--sut", "bad_suts:raising"], suts,
+                               "--sut 'bad_suts:raising': making the stack raised RuntimeError: no device for this "
+                               "stack (at "),
+        "sut-needs-arguments": (["--sut", "bad_suts:NeedsArguments"], suts,
+                                "--sut 'bad_suts:NeedsArguments': NeedsArguments needs arguments (size)"),
+        "sut-not-a-stack": (["--sut", "json:dumps"], {}, "--sut 'json:dumps': dumps needs arguments (obj)"),
+        "sut-not-a-stack-object": (["--sut", "json:JSONEncoder"], {},
+                                   "--sut 'json:JSONEncoder' is not a stack: its JSONEncoder lacks name, build,"),
+        "sut-syntax-error": (["--sut", "bad_syntax:STACK"], suts,
+                             "cannot import stack module 'bad_syntax' for --sut 'bad_syntax:STACK': SyntaxError"),
+        "cases-empty": (["--cases", ""], {}, "--cases '' selects nothing"),
+        "json-not-a-file": (["--json", str(paths["fifo"])], {}, "exists and is not a regular file"),
         "world-size-0": (["--world-size", "0"], {}, "--world-size must be an integer >= 1, got 0"),
         "world-size-negative": (["--world-size", "-1"], {}, "--world-size must be an integer >= 1, got -1"),
         "deadline-0": (["--deadline", "0"], {}, "--deadline must be > 0"),
@@ -181,7 +204,9 @@ def outcomes(files):
     return forked, plain_results
 
 
-NAMES = ["unknown-stack", "sut-not-importable", "sut-no-attribute", "world-size-0", "world-size-negative",
+NAMES = ["unknown-stack", "sut-not-importable", "sut-no-attribute", "sut-factory-raises", "sut-needs-arguments",
+         "sut-not-a-stack", "sut-not-a-stack-object", "sut-syntax-error", "cases-empty", "json-not-a-file",
+         "world-size-0", "world-size-negative",
          "deadline-0", "deadline-negative", "deadline-nan", "deadline-inf", "cases-match-nothing",
          "case-file-invalid-json", "case-file-unknown-field", "case-file-unknown-recipe-field",
          "case-file-empty-list", "case-file-bad-lr", "case-file-non-bool-flag", "json-folder-missing",

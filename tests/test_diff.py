@@ -205,8 +205,11 @@ def test_a_report_of_an_older_format_is_bad_input(tmp_path, capsys):
 
 @pytest.mark.parametrize("content,message", [
     (None, "No such file or directory"),
-    ("{not json", "is not a JSON report"),
+    ("{not json", "is not valid JSON"),
     (json.dumps({"stress": 1}), "is not a run report"),
+    # What `harness stress` writes: named as such, never as a run report of an older format.
+    (json.dumps({"format": "harness-stress/1", "seed": 7, "failures": [], "batches": []}),
+     "is a stress report (python -m harness stress); diff compares two run reports"),
     (json.dumps([1, 2]), "is not a run report"),
 ])
 def test_a_file_that_is_not_a_report_is_bad_input(tmp_path, capsys, content, message):

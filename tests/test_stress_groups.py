@@ -113,7 +113,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monke
     assert sorted(os.listdir(out)) == ["stress.json"] and (out / "stress.json").read_text() == "an earlier night\n"
 
 
-def test_gpu_groups_that_fit_are_planned_on_gpus_of_their_own(monkeypatch):
+def test_gpu_groups_that_fit_are_planned_on_gpus_of_their_own(monkeypatch, capsys):
     from harness.stress.cli import _plan_groups, build_parser
     from harness.runner.options import Front, config_from_values, options_for
     from harness.stacks import load_stack
@@ -126,7 +126,11 @@ def test_gpu_groups_that_fit_are_planned_on_gpus_of_their_own(monkeypatch):
     plan = _plan_groups(args, cfg, load_stack(cfg.sut, cfg.sut_options()))
     assert plan.groups == 2 and plan.devices == ["0,1", "2,3"]
     args.groups = "auto"
-    assert _plan_groups(args, cfg, load_stack(cfg.sut, cfg.sut_options())).devices[0] == "0,1"
+    capsys.readouterr()
+    plan = _plan_groups(args, cfg, load_stack(cfg.sut, cfg.sut_options()))
+    assert plan.devices[0] == "0,1"
+    said = capsys.readouterr().out
+    assert f"--groups auto: {plan.groups} group(s) of 2 rank(s)" in said and "4 GPU(s)" in said, said
 
 
 def _alive_with(text: str) -> list[int]:

@@ -105,4 +105,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from harness.errors import exit_from
+
+    exit_from(main)

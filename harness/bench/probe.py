@@ -28,4 +28,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from harness.errors import exit_from
+
+    exit_from(lambda: main(sys.argv[1:]))

@@ -1,5 +1,4 @@
-import sys
-
+from harness.errors import exit_from
 from harness.faultmatrix.matrix import main
 
-sys.exit(main())
+exit_from(main)

@@ -278,4 +278,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.errors import exit_from
+
+    exit_from(main)

@@ -38,7 +38,9 @@ _DTYPES = {str(d): d for d in (torch.float32, torch.float64, torch.float16, torc
 def judge_checks_reference(by_judge: bool, stack) -> bool:
     """Whether the judge checks ``stack``'s reference, where ranks can record for it
     (``by_judge``): yes unless the stack brings a reference of its own (``expected_model``)."""
-    return by_judge and not hasattr(stack, "expected_model")
+    from harness.stacks.hooks import traits
+
+    return by_judge and traits(stack).expected_model is None
 
 
 class StepRecorder:

@@ -26,6 +26,7 @@ import shlex
 from harness.errors import OneLineParser, UsageError
 from harness.report.bitvalues import value_of
 from harness.files import write_atomic
+from harness.report.jsonfile import read_json
 from harness.report.model import FORMAT_VERSION, check_writable
 from harness.report.tensors import entries
 
@@ -126,13 +127,10 @@ class CaseDiff:
 
 def load_report(path: str, label: str) -> dict:
     """A run's JSON report of this format; UsageError (one line) for anything else."""
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise UsageError(f"{label} {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"{label} {path} is not a JSON report: {exc}") from None
+    data = read_json(path, label)
+    if isinstance(data, dict) and str(data.get("format", "")).startswith("harness-stress/"):
+        raise UsageError(f"{label} {path} is a stress report (python -m harness stress); diff compares two run "
+                         f"reports (python -m harness run --json PATH); python -m harness report shows stress runs")
     if not isinstance(data, dict) or not isinstance(data.get("cases"), list) or "seed" not in data:
         raise UsageError(f"{label} {path} is not a run report (python -m harness run --json PATH writes one)")
     version = data.get("format_version", 1)

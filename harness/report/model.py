@@ -147,6 +147,11 @@ def check_writable(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path!r}: folder {folder!r} does not exist")
     if not os.access(folder, os.W_OK):
         raise UsageError(f"{flag} {path!r}: folder {folder!r} is not writable")
+    if os.path.lexists(path) and not os.path.isfile(path):
+        # The report is written beside it and renamed over it: a device or a pipe would be replaced.
+        raise UsageError(f"{flag} {path!r} exists and is not a regular file; give a file path")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise UsageError(f"{flag} {path!r} exists and is not writable")
 
 
 def case_from_dict(data: dict) -> CaseReport:

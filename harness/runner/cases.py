@@ -7,24 +7,19 @@ selection that matches nothing is one line and exit 2.
 
 from __future__ import annotations
 
-import json
 
 from harness.case.catalog import all_cases, builtin_cases, select_cases
 from harness.case.spec import CaseSpec
 from harness.errors import UsageError
+from harness.report.jsonfile import read_json
+from harness.stacks.hooks import traits
 
 __harness_hidden__ = True
 
 
 def load_case_file(path: str) -> list[CaseSpec]:
     """Case specs from a JSON file: one object or a list of them."""
-    try:
-        with open(path) as fh:
-            data = json.load(fh)
-    except OSError as exc:
-        raise UsageError(f"--case-file {path!r}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--case-file {path!r} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    data = read_json(path, "--case-file")
     items = data if isinstance(data, list) else [data]
     return [CaseSpec.from_dict(item) for item in items]
 
@@ -35,10 +30,10 @@ def resolve_cases(case_expr: str | None, case_file: str | None = None, stack=Non
     (without a selection: the built-in cases a group of ``world_size`` ranks can run)."""
     if case_file:
         cases = load_case_file(case_file)
-    elif stack is not None and case_expr and hasattr(stack, "all_cases"):
-        cases = stack.all_cases()     # a selection may name cases a plain run leaves out
-    elif stack is not None and hasattr(stack, "builtin_cases"):
-        cases = stack.builtin_cases()
+    elif case_expr and traits(stack).all_cases is not None:
+        cases = traits(stack).all_cases()     # a selection may name cases a plain run leaves out
+    elif traits(stack).builtin_cases is not None:
+        cases = traits(stack).builtin_cases()
     elif case_expr:
         cases = all_cases()      # a selection may name recipes/no-reduce-amax too
     else:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
-from harness.errors import HarnessError, OneLineParser, SetupError, UsageError
+from harness.errors import OneLineParser, SetupError, UsageError, exit_code
 from harness.runner.options import Front, add_to_argparse, config_from_values, options_for
 
 __harness_hidden__ = True
@@ -52,7 +51,7 @@ def build_config(args):
 
     stack = load_stack(cfg.sut, cfg.sut_options())
     check_stack(cfg, stack)
-    return cfg.replace(cases=choose_cases(cfg, stack)), spmd
+    return cfg.replace(cases=choose_cases(cfg, stack)), spmd, stack
 
 
 class _ReportFiles:
@@ -103,8 +102,14 @@ def cmd_run(args, events=None) -> int:
     from harness.runner.events import StartupProgress
     from harness.runner.session import run
 
+    from harness.runner.spmd_env import remove_empty_agent_folders, spmd_environment
+
+    if spmd_environment() is not None:      # torchrun's empty folders for this rank go as it ends, however
+        import atexit
+
+        atexit.register(remove_empty_agent_folders, dict(os.environ))
     try:
-        cfg, spmd = build_config(args)
+        cfg, spmd, stack = build_config(args)
     except (UsageError, SetupError) as exc:
         from harness.runner.spmd_env import exit_together, spmd_environment
 
@@ -127,7 +132,7 @@ def cmd_run(args, events=None) -> int:
 
     report = None
     try:
-        report = run(cfg, on_case, events=events or StartupProgress(), spmd=spmd)
+        report = run(cfg, on_case, events=events or StartupProgress(), spmd=spmd, stack=stack)
         if report is None:       # an SPMD rank other than 0: rank 0 judges and reports
             return 0
     finally:
@@ -160,11 +165,4 @@ def cmd_run(args, events=None) -> int:
 
 def main(argv, events=None) -> int:
     """``python -m harness run ARGV``; ``events``: a :class:`~harness.runner.events.RunEvents`."""
-    try:
-        return cmd_run(build_parser().parse_args(argv), events)
-    except HarnessError as exc:       # UsageError, SetupError and the rest: one line, exit 2
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    return exit_code(lambda: cmd_run(build_parser().parse_args(argv), events))

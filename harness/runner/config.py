@@ -77,6 +77,8 @@ class RunConfig:
         set_("launcher", Launcher.parse(self.launcher))
         if isinstance(self.reuse, str):
             set_("reuse", ReusePolicy.parse(self.reuse))
+        if self.case_expr is not None and not self.case_expr.strip():
+            raise UsageError(f"--cases {self.case_expr!r} selects nothing: leave --cases out to run every case")
         if self.world_size is None:
             set_("world_size", 1 if self.launcher is Launcher.INPROC else DEFAULT_WORLD_SIZE)
         set_("cases", tuple(self.cases))

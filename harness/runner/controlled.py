@@ -24,12 +24,13 @@ class GroupBackend:
     leader = True
     reference_by_judge = True      # its ranks record their state; the pipeline's judge compares it
 
-    def __init__(self, cfg, events=None):
+    def __init__(self, cfg, events=None, stack=None):
         from harness.stacks import load_stack
 
         self.cfg = cfg
-        self.stack = load_stack(cfg.sut, cfg.sut_options())
-        mark("controller: stack loaded")     # its declarations only: it runs on the ranks
+        # its declarations only: it runs on the ranks
+        self.stack = stack if stack is not None else load_stack(cfg.sut, cfg.sut_options())
+        mark("controller: stack loaded")
         self.events = events
         self.world_size = cfg.world_size
         self.group: RankGroup | None = None

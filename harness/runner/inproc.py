@@ -22,14 +22,14 @@ class InprocBackend:
     leader = True
     world_size = 1
 
-    def __init__(self, cfg, freeze: bool = True):
+    def __init__(self, cfg, freeze: bool = True, stack=None):
         import torch
 
         from harness.idreuse.tracker import freeze_imports
 
         torch.set_num_threads(1)   # bit-reproducible GEMMs, and no OpenMP pool across the zygote's fork
         self.cfg = cfg
-        self.state = RankState.load(cfg.rank_settings(), rank=0)
+        self.state = RankState.load(cfg.rank_settings(), rank=0, stack=stack)
         self.state.reset()          # a new session starts from empty registries, as a new group does
         if freeze:
             freeze_imports()

@@ -78,9 +78,9 @@ def check_machine(cfg, spmd: bool = False) -> None:
 
 def check_stack(cfg, stack) -> None:
     """The stack's own check of the run's world size, if it has one (TE: the GPUs visible)."""
-    check_world = getattr(stack, "check_world_size", None)
-    if check_world is not None:
-        check_world(cfg.world_size)
+    from harness.stacks.hooks import traits
+
+    traits(stack).check_world(cfg.world_size)
 
 
 def pss_bytes(pid: int) -> int:

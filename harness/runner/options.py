@@ -54,7 +54,7 @@ class Option:
         return self.pytest_flag if front is Front.PYTEST and self.pytest_flag else self.flag
 
     def help_for(self, front: Front) -> str:
-        if front in self.front_defaults or self.kind is not Kind.VALUE:
+        if front in self.front_defaults or self.kind is not Kind.VALUE or "(default" in self.help:
             return self.help
         default = field_default(self.field)
         return f"{self.help} (default {default.text() if isinstance(default, ReusePolicy) else default})"

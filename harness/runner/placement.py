@@ -21,8 +21,9 @@ def host_name() -> str:
 
 
 def needs_one_host(case, stack=None) -> bool:
-    hook = getattr(stack, "needs_one_host", None)
-    return bool(hook(case)) if hook is not None else case.model.userbuffers
+    from harness.stacks.hooks import traits
+
+    return traits(stack).one_host(case)
 
 
 def one_host_reason(case, hosts, stack=None) -> str | None:

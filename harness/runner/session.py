@@ -29,20 +29,21 @@ class Session(Protocol):
         """End every process the session started and remove what it left behind."""
 
 
-def open_session(cfg: RunConfig, events=None, spmd=None, freeze: bool = True) -> CasePipeline:
+def open_session(cfg: RunConfig, events=None, spmd=None, freeze: bool = True, stack=None) -> CasePipeline:
     """A session for ``cfg``: in this process, on a controlled rank group, or as one rank of an
     SPMD launch (``spmd``: the :class:`~harness.runner.spmd_env.SpmdEnv` this process runs in).
     ``freeze=False`` leaves this process's objects in the collector's sight (a pytest process,
-    which goes on after the session)."""
+    which goes on after the session). ``stack``: the stack the caller loaded for ``cfg.sut`` (it is
+    loaded here when not given), handed down so that a process loads its stack once."""
     if spmd is not None:
         from harness.runner.spmd import SpmdBackend
-        backend = SpmdBackend(cfg, spmd)
+        backend = SpmdBackend(cfg, spmd, stack)
     elif cfg.launcher is Launcher.INPROC:
         from harness.runner.inproc import InprocBackend
-        backend = InprocBackend(cfg, freeze=freeze)
+        backend = InprocBackend(cfg, freeze=freeze, stack=stack)
     else:
         from harness.runner.controlled import GroupBackend
-        backend = GroupBackend(cfg, events)
+        backend = GroupBackend(cfg, events, stack)
     return CasePipeline(cfg, backend, events)
 
 
@@ -59,7 +60,7 @@ def run_cases(session: Session, cases, report: RunReport, on_case=None) -> None:
     report.complete = True
 
 
-def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | None:
+def run(cfg: RunConfig, on_case=None, events=None, spmd=None, stack=None) -> RunReport | None:
     """Every case of ``cfg`` in one session. SIGINT or SIGTERM stops the run: the ranks are
     ended and the report keeps every finished case, ``interrupted`` saying why."""
     launcher = spmd.launcher if spmd is not None else cfg.launcher.value
@@ -68,7 +69,7 @@ def run(cfg: RunConfig, on_case=None, events=None, spmd=None) -> RunReport | Non
     with interruptible() as signals:
         session = None
         try:
-            session = open_session(cfg, events, spmd)
+            session = open_session(cfg, events, spmd, stack=stack)
             report.stack_info = run_info(cfg.sut, cfg.world_size)
             run_cases(session, cfg.cases, report, on_case)
         except Interrupted as exc:

@@ -68,7 +68,7 @@ def _connect_store(env, deadline_s: float):
 
 
 class SpmdBackend:
-    def __init__(self, cfg, env):
+    def __init__(self, cfg, env, stack=None):
         import torch
         import torch.distributed as dist
 
@@ -82,7 +82,7 @@ class SpmdBackend:
         self.rank, self.world_size = env.rank, env.world_size
         self.leader = env.rank == 0
         deadline = cfg.deadline_s
-        self.state = RankState.load(cfg.rank_settings(), env.rank)
+        self.state = RankState.load(cfg.rank_settings(), env.rank, stack)
         freeze_imports()
         self.zygote = Zygote(self.state).start() if cfg.isolation else None
         store, self._host_store, host, port, prefix = _connect_store(env, deadline)
@@ -214,3 +214,4 @@ class SpmdBackend:
             self.zygote.close()
             self.zygote = None
         self.state.leave_group()
+

@@ -60,3 +60,21 @@ def exit_together(env: SpmdEnv, line: str, code: int, timeout_s: float = 30.0) -
             pass   # no store, or a rank that never came: leave anyway
     sys.stdout.flush()
     os._exit(code)
+
+
+def remove_empty_agent_folders(environ) -> None:
+    """Under torchrun, the empty folders its agent made for this rank under ``--log-dir``
+    (``RUN_ID/attempt_N/RANK/``, where ``TORCHELASTIC_ERROR_FILE`` points): removed as the rank
+    ends, each only if empty, and the ``--log-dir`` itself when that leaves it empty: a run leaves
+    no empty folder behind. What holds a file (an error.json, a log) stays; the last rank to end
+    removes the shared ones."""
+    error_file = environ.get("TORCHELASTIC_ERROR_FILE")
+    if not error_file:
+        return
+    folder = os.path.dirname(error_file)
+    for _ in range(4):
+        try:
+            os.rmdir(folder)
+        except OSError:          # not empty (another rank's, or evidence), or gone already
+            return
+        folder = os.path.dirname(folder)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from harness.errors import SetupError, UsageError
+from harness.errors import HarnessError, UsageError
 from harness.stacks.capabilities import capabilities_of
+from harness.stacks.hooks import missing_members
 
 BUILTIN = {
     "emulated-patched": "harness.stacks.emulated.stack:PATCHED",
@@ -60,7 +61,10 @@ def _check_accepts(factory, options: dict, name: str) -> None:
 def load_stack(name: str, options: dict | None = None):
     """A stack by built-in name or ``package.module:attr`` (an object, or a factory to call).
 
-    ``options`` (e.g. ``{"inject": "id-hook"}``) go to factories that accept them.
+    ``options`` (e.g. ``{"inject": "id-hook"}``) go to factories that accept them. Whatever is wrong
+    with ``name`` (no such module, a syntax error in it, no such attribute, a factory that needs
+    arguments or raises, something that is not a stack) is a :class:`UsageError`: one line, exit 2,
+    before any rank starts.
     """
     target = BUILTIN.get(name, name)
     if ":" not in target:
@@ -68,29 +72,63 @@ def load_stack(name: str, options: dict | None = None):
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except SetupError:
+    except HarnessError:
         raise
     except Exception as exc:
         raise UsageError(f"cannot import stack module {module_name!r} for --sut {name!r}: "
-                         f"{type(exc).__name__}: {exc}") from None
+                         f"{_one_line(exc)}") from None
     obj = module
     for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"--sut {name!r}: module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if callable(obj) and not hasattr(obj, "build"):
-        if options:
-            _check_accepts(obj, options, name)
-        obj = obj(**(options or {})) if options else obj()
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--sut {name!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if callable(obj) and missing_members(obj, ("build",)):
+        obj = _call_factory(obj, options or {}, name)
     elif options:
         # A stack given as an object has no way to take them: refused, never silently dropped
         # (``--sut emulated-patched --inject id-hook`` would otherwise run the patched stack).
         raise UsageError(f"--sut {name!r} takes no {_flags(options)}: only a stack made by a factory that "
                          f"accepts it does (te, torchao)")
-    missing = [m for m in ("name", "build", "forward_backward", "snapshot", "optimizer_step", "final_weights",
-                           "reuse_targets", "destroy", "registries", "reset") if not hasattr(obj, m)]
+    from harness.stacks.protocol import REQUIRED
+
+    missing = missing_members(obj, REQUIRED)
     if missing:
-        raise UsageError(f"--sut {name!r} is not a stack: it lacks {', '.join(missing)} "
-                         f"(see harness/stacks/protocol.py)")
+        raise UsageError(f"--sut {name!r} is not a stack: its {type(obj).__name__} lacks "
+                         f"{', '.join(missing)} (see harness/stacks/protocol.py)")
     capabilities_of(obj)      # a malformed declaration is refused here, before any case
     return obj
+
+
+def _call_factory(factory, options: dict, name: str):
+    """``factory(**options)``; a factory that needs arguments or raises is one line of UsageError."""
+    if options:
+        _check_accepts(factory, options, name)
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        params = ()
+    needed = [p.name for p in params if p.default is p.empty and p.name not in options
+              and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if needed:
+        raise UsageError(f"--sut {name!r}: {getattr(factory, '__qualname__', factory)!s} needs arguments "
+                         f"({', '.join(needed)}); give a stack object or a factory that takes none")
+    try:
+        return factory(**options)
+    except HarnessError:
+        raise                                    # the stack's own one line (no TE, no GPU, ...)
+    except Exception as exc:
+        raise UsageError(f"--sut {name!r}: making the stack raised {_one_line(exc)}") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` on one line, with where in the user's code it was raised."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and not isinstance(exc, SyntaxError) and not tb.tb_frame.f_code.co_filename.startswith("<"):
+        import os
+
+        text += f" (at {os.path.relpath(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno})"
+    return text

@@ -23,6 +23,7 @@ import types
 from typing import Callable, Mapping, Optional
 
 from harness.errors import UsageError
+from harness.stacks.hooks import stack_name, traits
 
 
 class Construction(enum.Enum):
@@ -134,11 +135,11 @@ def capabilities_of(stack) -> Capabilities:
     Called by :func:`harness.stacks.load_stack` (a malformed declaration is refused there, exit 2)
     and by whoever decides on cases: the runners, stress.
     """
-    caps = getattr(stack, "capabilities", None)
+    caps = traits(stack).capabilities
     if caps is None:
         return UNDECLARED
     if not isinstance(caps, Capabilities):
-        raise UsageError(f"stack {getattr(stack, 'name', stack)!r}: capabilities must be a "
+        raise UsageError(f"stack {stack_name(stack)!r}: capabilities must be a "
                          f"harness.stacks.capabilities.Capabilities, got {type(caps).__name__}")
     return caps
 
@@ -156,9 +157,9 @@ def world_declined_reason(caps: Capabilities, world_size: int) -> str | None:
 def model_declined_reason(caps: Capabilities, model) -> str | None:
     """Why the stack does not build this ``ModelSpec`` (its shapes aside), or None."""
     if model.userbuffers not in caps.userbuffers:
-        return _reason(caps, "userbuffers", f"userbuffers={_flag(model.userbuffers)} (Userbuffers-style tensor "
-                                            f"parallelism {'is not' if model.userbuffers else 'is the only'} "
-                                            f"thing it runs)")
+        runs = "does not run" if model.userbuffers else "runs only"
+        return _reason(caps, "userbuffers", f"userbuffers={_flag(model.userbuffers)} (it {runs} Userbuffers-style "
+                                            f"tensor parallelism)")
     if caps.scalings is not None and model.scaling not in caps.scalings:
         return _reason(caps, "scaling", f"scaling={model.scaling!r} (it runs {', '.join(caps.scalings)})")
     recipe = model.recipe
@@ -222,7 +223,7 @@ def declined_by(stack, case, world_size: int) -> str | None:
     process, controller, SPMD) before the case goes to any rank.
     """
     reason = declined_reason(capabilities_of(stack), case, world_size)
-    return f"{getattr(stack, 'name', 'the stack')} declines this case: {reason}" if reason else None
+    return f"{stack_name(stack)} declines this case: {reason}" if reason else None
 
 
 # --- helpers -------------------------------------------------------------------------------------

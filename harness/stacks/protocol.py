@@ -23,14 +23,17 @@ torch.empty(shape))``), or, where a library it calls does the allocating, calls
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Optional, Protocol, Sequence, runtime_checkable
 
 import torch
 
 from harness.case.model import ModelSpec
 from harness.fp8.state import RoleState, Snapshot
+from harness.stacks.hooks import OPTIONAL, method_location
 
-__all__ = ["BuildContext", "ModelSpec", "RoleState", "Snapshot", "Stack"]
+__harness_hidden__ = True
+
+__all__ = ["BuildContext", "ModelSpec", "RoleState", "Snapshot", "Stack", "StepOutputs", "REQUIRED", "OPTIONAL"]
 
 
 @dataclasses.dataclass
@@ -109,33 +112,7 @@ class Stack(Protocol):
     def reuse_targets(self, model: Any) -> list:
         """Objects whose ``id()`` the stack may key state on (e.g. every FP8 weight's ``_data``)."""
 
-    # Optional: def expected_model(self, case, run_seed, world_size, rank, model_index)
-    # -> harness.reference.ExpectedModel -- the stack's own reference when its scaling is not
-    # TE's delayed scaling (the default reference).
-    # Optional: def builtin_cases(self) -> list[CaseSpec] -- the cases `run` selects from for
-    # this stack when no --case-file is given (default: harness.case.catalog.builtin_cases()).
-    # Optional: capabilities = harness.stacks.capabilities.Capabilities(...) -- the cases the stack
-    # runs (formats, scalings, constructions, shapes, world sizes, ...): a case outside it is
-    # reported skipped with the reason, and stress draws only from it. Default: every case.
-    # Optional: def all_cases(self) -> list[CaseSpec] -- what a --cases selection chooses from,
-    # when it differs from builtin_cases() (cases a plain run leaves out, like TE's Userbuffers family).
-    # Optional: def check_world_size(self, world_size) -> None -- raise harness.errors.SetupError
-    # (one line) when this machine cannot run that many ranks of the stack; called before any rank starts.
-    # Optional: def gpu_count(self) -> int -- the GPUs its ranks may use; `stress --groups` then
-    # gives each group GPUs of its own (world size >= 2) or spreads the groups over them (1).
-    # Optional: def preload(self) -> None -- import what the stack's models need, once per rank,
-    # before the rank forks the zygote its isolated runs start from, so that no isolated run pays
-    # the import again. It must not initialise CUDA (a CUDA context does not survive a fork).
-    # Optional: def warm_child(self, rank: int) -> None -- in the fresh child an isolated run will
-    # use, before its case arrives and while the rank runs other cases: what every case starts
-    # with anyway (TE: the rank's GPU and CUDA context). It must not run anything of a case.
-    # Optional: def check_optimizer_step(self, model, step) -> str | None -- after each optimizer
-    # step, what the stack checks of its own state against the reference it knows (TE 1.x: each
-    # FP8 weight's scale updated only at the moments its release defines); a line is a
-    # ``reference`` failure at that step, None passes.
-    # Optional: def model_objects(self, model) -> list -- objects that must die with the model
-    # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
-    # the model root and every torch.nn.Module reachable from it are checked.
+    # The optional hooks (capabilities, expected_model, ...) are declared in harness.stacks.hooks.
 
     def destroy(self, model: Any) -> None:
         """Release what the model holds outside itself (communicators, hooks). Called before del."""
@@ -145,3 +122,32 @@ class Stack(Protocol):
 
     def reset(self) -> None:
         """Clear every process-global registry (TE's ``FP8GlobalStateManager.reset()``)."""
+
+
+# Every member the harness needs of a stack, derived from the protocol above: its name, then its methods.
+REQUIRED = ("name",) + tuple(n for n, v in vars(Stack).items() if callable(v) and not n.startswith("_"))
+
+# What each required method must return, where the harness reads it (what the message says it expected).
+_RETURNS = {
+    "snapshot": (Mapping, "a dict of RoleState keyed 'layer{i}.{role}'"),
+    "final_weights": (Mapping, "a dict of RoleState keyed 'layer{i}.weight'"),
+    "reuse_targets": ((list, tuple), "a list of the objects whose id() the stack keys state on"),
+    "registries": (Mapping, "a dict of the stack's global containers by name ({} for none)"),
+    "forward_backward": ((StepOutputs, torch.Tensor, type(None)), "StepOutputs, the output tensor or None"),
+}
+
+
+class StackReturnError(TypeError):
+    """A protocol method returned what the harness cannot use (``registries()`` returning None)."""
+
+
+def checked_return(stack, method: str, returned):
+    """``returned`` when it has the type ``method`` must return; else :class:`StackReturnError`
+    naming the method, the value and where the stack defines the method."""
+    expected = _RETURNS.get(method)
+    if expected is None or isinstance(returned, expected[0]):
+        return returned
+    text = repr(returned)
+    text = text if len(text) <= 80 else text[:77] + "..."
+    raise StackReturnError(f"{method}() returned {text} ({type(returned).__name__}); expected {expected[1]} "
+                           f"[{method_location(stack, method)}]")

@@ -48,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from harness.runner.options import Front, add_to_argparse
 
-    p = OneLineParser(prog="python -m harness stress", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="python -m harness stress", description=__doc__.splitlines()[0],
+                      epilog="python -m harness stress merge OUT DIR... : one report of several stress runs' folders "
+                             "(shards of a job array, or groups side by side); merge --help says more")
     add_to_argparse(p, Front.STRESS)       # the run options a stress run shares with `run`
     p.add_argument("--minutes", type=_positive(float, "--minutes"), default=30.0,
                    help="time budget (default 30); cases stop starting once it is spent")
@@ -169,6 +171,9 @@ def _plan_groups(args, cfg, stack) -> GroupPlan:
     groups = args.groups
     if groups == "auto":
         groups = auto_groups(cfg.world_size, cores(), len(gpus) if gpus is not None else None)
+        gpu_text = f", {len(gpus)} GPU(s)" if gpus is not None else ""
+        print(f"--groups auto: {groups} group(s) of {cfg.world_size} rank(s) ({cores()} core(s){gpu_text}: "
+              f"a core per rank and one per controller)", flush=True)
     if args.max_cases is not None and groups > args.max_cases:
         groups = args.max_cases       # a group with no case to run would only start ranks
     devices = gpu_sets(groups, cfg.world_size, gpus, cfg.sut)

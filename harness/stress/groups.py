@@ -73,7 +73,9 @@ def auto_groups(world_size: int, ncores: int, gpus: int | None) -> int:
 def stack_gpus(stack, environ=None) -> list[str] | None:
     """The GPU names the stack's ranks see (``CUDA_VISIBLE_DEVICES`` entries, else indices), or
     None for a stack that runs on no GPU (it has no ``gpu_count``)."""
-    count = getattr(stack, "gpu_count", None)
+    from harness.stacks.hooks import traits
+
+    count = traits(stack).gpu_count
     if count is None:
         return None
     n = int(count())

@@ -56,7 +56,7 @@ def test_rank_skipping_an_operation_becomes_deadline_exceeded(rank_groups, shm_p
     err = r0["error"]
     assert isinstance(err, DeadlineExceeded), r0
     assert r0["op"] == 2                          # pairs silently one op, hangs on the last
-    assert r0["elapsed"] < deadline_s + 1.0
+    assert r0["elapsed"] < deadline_s + 10.0     # the deadline, with a margin load cannot break
     assert err.what == ("userbuffers 'qkv' ring all-gather: rank 0 waiting for chunk 1 from rank 1 "
                         "(counter 2, expected 3)")
     assert err.seconds == deadline_s
@@ -71,7 +71,7 @@ def test_sigkilled_rank_leaves_segments_that_unlink_prefix_removes(shm_prefix, s
     assert r0.ok, r0.describe()
     err = r0.value["error"]
     assert isinstance(err, DeadlineExceeded), r0.value
-    assert r0.value["op"] == 2 and r0.value["elapsed"] < deadline_s + 1.0
+    assert r0.value["op"] == 2 and r0.value["elapsed"] < deadline_s + 10.0
     assert "'qkv'" in err.what and "rank 0 waiting for chunk 1 from rank 1" in err.what
 
     # rank 0 closed and unlinked its own segments; the killed rank's are still there

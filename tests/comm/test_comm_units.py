@@ -132,7 +132,7 @@ def test_wait_deadline_names_what_and_counter(flag_region):
         wait_counter(flag_region, 1, 4, 0.2, lambda v: f"rank 1 waiting for chunk 0 from rank 0 (counter {v}, "
                                                        f"expected 4)", where="here")
     elapsed = time.monotonic() - start
-    assert 0.2 <= elapsed < 1.2
+    assert 0.2 <= elapsed < 0.2 + 10.0     # not before its deadline; after it, with a margin load cannot break
     assert info.value.what == "rank 1 waiting for chunk 0 from rank 0 (counter 3, expected 4)"
     assert info.value.seconds == 0.2 and info.value.where == "here"
     again = pickle.loads(pickle.dumps(info.value))
@@ -144,8 +144,8 @@ def test_wait_can_be_cancelled(flag_region):
     threading.Timer(0.05, cancel.set).start()
     start = time.monotonic()
     with pytest.raises(WaitCancelled):
-        wait_counter(flag_region, 0, 1, 30.0, lambda v: "never", cancel=cancel)
-    assert time.monotonic() - start < 2.0
+        wait_counter(flag_region, 0, 1, 3600.0, lambda v: "never", cancel=cancel)
+    assert time.monotonic() - start < 3600.0      # the cancel ended it, not its deadline
 
 
 # ---------------------------------------------------------------- integrity
@@ -285,7 +285,7 @@ def test_setup_deadline_names_the_missing_rank(shm_prefix):
     start = time.monotonic()
     with pytest.raises(DeadlineExceeded) as info:
         Communicator("qkv", 0, 2, 4096, HashStore(), shm_prefix, 0.3)
-    assert time.monotonic() - start < 2.0
+    assert time.monotonic() - start < 0.3 + 10.0     # the setup deadline, with a margin load cannot break
     assert "userbuffers 'qkv' setup: rank 0 waiting for rank(s) [1] to create their segments" in info.value.what
     assert leftover_segments(shm_prefix) == []            # what it created is gone again
 

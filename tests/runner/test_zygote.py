@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 
 import pytest
 import torch
@@ -241,15 +240,14 @@ def test_a_cancelled_run_is_killed_at_once_and_the_next_run_is_answered(tmp_path
     stack = BlockingStack(load_stack("emulated-patched"), tmp_path / "hung.pid")
     zygote = Zygote(RankState(SETTINGS, 0, stack)).start()
     try:
-        zygote.begin(isolated_request(CASE, "t", None), timeout=30)
+        # A run timeout no test outlives: a cancel that waited for it would hang, not pass.
+        zygote.begin(isolated_request(CASE, "t", None), timeout=24 * 3600)
         pid_file = tmp_path / "hung.pid"
         while not (pid_file.exists() and pid_file.read_text()):   # the child is inside the case
             assert zygote.running                                 # (the file is made, then written)
             os.sched_yield()
         hung = int(pid_file.read_text())
-        started = time.monotonic()
-        zygote.cancel()                                  # not after the run's 30 s
-        assert time.monotonic() - started < 10
+        zygote.cancel()                                  # returns: it did not wait for the run's timeout
         assert not zygote.running and not os.path.exists(f"/proc/{hung}")
         assert len(children_of(zygote.pid)) <= 1         # at most the next spare waits
     finally:

@@ -50,7 +50,7 @@ def test_nvml_absent_means_no_gpu(monkeypatch):
 @pytest.fixture
 def faked_te(monkeypatch):
     """TE 'installed' and NVML reporting what the test says; CUDA_DEVICE_MAX_CONNECTIONS restored."""
-    monkeypatch.setattr(availability, "missing_reason", lambda: None)
+    monkeypatch.setattr(availability, "missing_reason", lambda sut="te": None)
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
 
     def visible(found):
@@ -96,3 +96,14 @@ def test_cli_accepts_two_h200s_and_a_selection_sees_the_userbuffers_family(faked
     assert "userbuffers/init-cast-margin3" not in listed and "delayed/" not in listed, listed
     assert main(["run", "--sut", "te", "--world-size", "2", "--list"]) == 0
     assert "userbuffers/" not in capsys.readouterr().out        # a plain run leaves the family out
+
+
+def test_te_buggy_refusal_names_te_buggy(monkeypatch, capsys):
+    """Without TE, ``--sut te-buggy`` is refused naming ``--sut te-buggy``, not ``--sut te``."""
+    from harness.cli import main
+    from harness.stacks.te import release
+
+    monkeypatch.setattr(release, "found", lambda: False)
+    assert main(["run", "--sut", "te-buggy", "--list"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --sut te-buggy: transformer_engine is not installed"), err

@@ -48,7 +48,8 @@ from harness.oracles.retention import growth, retained_state
 from harness.reference import expected_model
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
-from harness.stacks.protocol import BuildContext, StepOutputs
+from harness.stacks.hooks import traits
+from harness.stacks.protocol import BuildContext, StepOutputs, StackReturnError, checked_return
 
 __harness_hidden__ = True
 
@@ -70,6 +71,15 @@ class _CaseRun:
     recorder: StepRecorder | None = None     # every tensor hashed once (harness.oracles.recorded)
     for_judge: bool = False                  # the judge compares: the recorder keeps the bytes for it
     check_reference: bool = True
+    method: str | None = None                # the stack's method running now (named when it fails)
+
+    def call(self, method: str, fn, *args):
+        """``fn(*args)``, the stack's ``method``, its return value checked (StackReturnError). While it
+        runs, ``method`` names it, so that a failure out of it says which method of the stack raised."""
+        self.method = method
+        returned = fn(*args)
+        self.method = None
+        return checked_return(self.state.stack, method, returned)
 
     def timed(self, phase: str, started: float) -> None:
         self.phases[phase] += time.perf_counter() - started
@@ -96,25 +106,26 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     started = time.perf_counter()
     checks_before = state.ledger.check_s
     state.morgue.configure(run.reuse, state.rank)
-    if state.settings.reset_between_cases:
-        state.stack.reset()
-        state.registry_sizes.forget()
     state.ledger.begin_case(case.name)
-    watch = getattr(state.ledger.precheck, "watch", None)     # (a fault's wrapper has none)
-    if watch is not None:
-        watch(state.stack)
-    # what the registries were before anything of this case ran: the judge compares it between
-    # ranks, so drift that the case before left is charged to that case
-    run.result.start_registries = registry_summary(state.stack.registries())
-    sizes_before = state.registry_sizes.before_case(state.stack)
+    sizes_before = None
     threads_before = set(threading.enumerate())
     try:
+        if state.settings.reset_between_cases:
+            run.call("reset", state.stack.reset)
+            state.registry_sizes.forget()
+        # what the registries were before anything of this case ran: the judge compares it between
+        # ranks, so drift that the case before left is charged to that case
+        run.result.start_registries = registry_summary(run.call("registries", state.stack.registries))
+        watch = getattr(state.ledger.precheck, "watch", None)     # (a fault's wrapper has none)
+        if watch is not None:
+            watch(state.stack)
+        sizes_before = state.registry_sizes.before_case(state.stack)
         for m in range(case.models):
             built = _build(run, m)
             _steps(run, built.model, m)
             _death(run, built, m)
     except Exception as exc:  # a crash of the stack under test is a result, not a harness error
-        run.fail(classify(exc), f"{type(exc).__name__}: {exc}\n{user_traceback(exc)}", **exception_identity(exc))
+        run.fail(classify(exc), describe_exception(exc, run.method, state.stack), **exception_identity(exc))
     finally:
         run.result.collectives = state.ledger.end_case()
         t0 = time.perf_counter()
@@ -123,7 +134,8 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
         elif not alone:
             run.result.tensors = run.recorder.to_dict()     # what the report keeps; isolation needs none
         run.timed("reference", t0)
-    _retention(run, sizes_before)
+    if sizes_before is not None:
+        _retention(run, sizes_before)
     leftover = leftover_threads(threads_before)
     if leftover:
         run.fail(Oracle.LIVENESS, leftover, kind="the case left threads running")
@@ -157,7 +169,7 @@ def _build(run: _CaseRun, m: int) -> _Built:
     released_before = len(state.morgue.released_ids)
     try:
         with forcing_window(), placing() as placed:
-            model = state.stack.build(run.case.model, ctx)
+            model = run.call("build", state.stack.build, run.case.model, ctx)
     except Exception:
         # The build itself failed (an id-keyed hook fired inside it, say): the forced
         # reuses it received cannot be verified on a model that does not exist; count them.
@@ -173,7 +185,7 @@ def _build(run: _CaseRun, m: int) -> _Built:
         result.reuse_misses += placed[1]
         result.reuse_examples.append(f"model {m}: {placed[1]} of {placed[0]} module object(s) not born on a dead "
                                      f"one's address")
-    targets = state.stack.reuse_targets(model)
+    targets = run.call("reuse_targets", state.stack.reuse_targets, model)
     released = state.morgue.released_ids[released_before:]
     if released:
         # A forced reuse is a precondition of the id-reuse failures, not taken on trust.
@@ -181,7 +193,7 @@ def _build(run: _CaseRun, m: int) -> _Built:
         missed = [i for i in released if i not in landed]
         result.reuse_misses += len(missed)
         result.reuse_examples += [f"model {m}: released id {i:#x} was not taken by a new target" for i in missed[:2]]
-    model_objs = state.stack.model_objects(model) if hasattr(state.stack, "model_objects") else ()
+    model_objs = run.call("model_objects", traits(state.stack).model_objects_of, model)
     tracked = walk_model(model, model_objs, targets)
     del model_objs
     events = state.graveyard.reuse_events(tracked)
@@ -196,9 +208,10 @@ def _steps(run: _CaseRun, model, m: int) -> None:
     state, case, result = run.state, run.case, run.result
     settings = state.settings
     t0 = time.perf_counter()
-    reference = getattr(state.stack, "expected_model", expected_model)
+    hooks = traits(state.stack)
+    reference = hooks.expected_model or expected_model
     recorder = run.recorder
-    check_step = getattr(state.stack, "check_optimizer_step", None)
+    check_step = hooks.check_optimizer_step
     expected = None
     if run.check_reference and not run.for_judge:
         expected = reference(case, settings.seed, state.world, state.rank, m)
@@ -210,8 +223,8 @@ def _steps(run: _CaseRun, model, m: int) -> None:
             run.fault_hook(case, state.rank, m, t)
         t0 = time.perf_counter()
         x, dy = _step_data(case, state, m, t)
-        returned = StepOutputs.of(state.stack.forward_backward(model, x, dy)).named()
-        snap = state.stack.snapshot(model)
+        returned = StepOutputs.of(run.call("forward_backward", state.stack.forward_backward, model, x, dy)).named()
+        snap = run.call("snapshot", state.stack.snapshot, model)
         run.timed("stack", t0)
         t0 = time.perf_counter()
         hashed, outputs = recorder.step(m, t, snap, returned)
@@ -227,15 +240,15 @@ def _steps(run: _CaseRun, model, m: int) -> None:
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m, kind=REFERENCE_DIFFERS)
         run.timed("reference", t0)
         t0 = time.perf_counter()
-        state.stack.optimizer_step(model)
+        run.call("optimizer_step", state.stack.optimizer_step, model)
         run.timed("stack", t0)
         if check_step is not None and run.check_reference:
             t0 = time.perf_counter()
-            mismatch = check_step(model, t)
+            mismatch = run.call("check_optimizer_step", check_step, model, t)
             if mismatch and run.first_reference_failure():
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m, kind=REFERENCE_DIFFERS)
             run.timed("reference", t0)
-    final = state.stack.final_weights(model)
+    final = run.call("final_weights", state.stack.final_weights, model)
     fold_digests(run.digest, recorder.final(m, final))
     if expected is not None:
         recorder.mark_compared(compared_names(expected, None))
@@ -258,7 +271,7 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     """Phase 3: destroy, park the reuse targets, drop every reference, collect; then hygiene."""
     state = run.state
     t0 = time.perf_counter()
-    state.stack.destroy(built.model)
+    run.call("destroy", state.stack.destroy, built.model)
     modules = []
     if run.reuse.parks():
         state.morgue.park(built.targets)
@@ -270,7 +283,8 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     collect()
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
-    scan = scan_registries(state.stack, state.stack.registries(), dead, state.entry_origins, run.case.name, m)
+    scan = scan_registries(state.stack, run.call("registries", state.stack.registries), dead, state.entry_origins,
+                           run.case.name, m)
     for found in scan.failures[:8]:
         run.fail(Oracle.HYGIENE, found.line, model=m, kind=HOLDS_DEAD_ID, registry=found.registry)
     run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
@@ -349,6 +363,17 @@ def exception_identity(exc: BaseException) -> dict:
     if isinstance(exc, HarnessError) and exc.kind:
         return {"kind": f"{type(exc).__name__}: {exc.kind}", "site": exc.site, "collective": exc.collective}
     return {"kind": type(exc).__name__, "site": innermost_site(exc)}
+
+
+def describe_exception(exc: BaseException, method: str | None, stack) -> str:
+    """A case's failure text for ``exc``: which of the stack's methods raised it (``method``, None
+    when it came from the harness between two calls), the exception, and the last frames of the
+    stack's own code (the harness's frames left out)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if method is not None and not isinstance(exc, StackReturnError) and classify(exc) == Oracle.ERROR:
+        text = f"{type(stack).__name__}.{method}() raised {text}"
+    frames = user_traceback(exc)
+    return f"{text}\n{frames}" if frames else text
 
 
 def classify(exc: BaseException) -> str:

@@ -75,21 +75,24 @@ class RankState:
         self._store = None
 
     @classmethod
-    def load(cls, settings: RankSettings, rank: int) -> "RankState":
-        """Apply the settings to this process and load the stack (imports first, before any fork).
+    def load(cls, settings: RankSettings, rank: int, stack=None) -> "RankState":
+        """Apply the settings to this process and load the stack (imports first, before any fork);
+        ``stack``: the one this process loaded already for ``settings.sut``, used as it is.
 
         The ledger wraps ``torch.distributed`` before the stack is imported, so that a stack
         that binds a collective by name at import still goes through it."""
         from harness.stacks import load_stack
+        from harness.stacks.hooks import traits
 
         from harness.phases import mark
 
         install()
         settings.apply_environment()
         mark(f"rank {rank}: torch and the harness imported")
-        stack = load_stack(settings.sut, settings.sut_options())
+        if stack is None:
+            stack = load_stack(settings.sut, settings.sut_options())
         mark(f"rank {rank}: stack loaded")
-        preload = getattr(stack, "preload", None)
+        preload = traits(stack).preload
         if preload is not None:
             preload()          # before the zygote forks: no isolated run imports the stack's modules again
             mark(f"rank {rank}: stack preloaded")

@@ -1,18 +1,17 @@
 """A pristine process that forks a fresh child per isolated case run.
 
-A fresh interpreter per case would pay ``import torch`` each time, which would dominate the
-isolation oracle. Instead, right after imports and before any case runs, the runner forks
-a *zygote*; for every isolated run the zygote forks a child, which runs the case with empty
-stack registries (a forked child of a process that never ran a case) and sends the result back
-as JSON. Children run torch single-threaded, so no OpenMP pool crosses a fork.
+A fresh interpreter per case would pay ``import torch`` each time. Instead, right after imports
+and before any case runs, the runner forks a *zygote*; for every isolated run the zygote forks a
+child, which runs the case with empty stack registries (a forked child of a process that never
+ran a case) and sends the result back as JSON. Children run torch single-threaded.
 
-The zygote keeps children forked ahead of need, *spares*: each warms up what every case would
-start with (the stack's optional ``warm_child(rank)``: for TE, the rank's GPU and its CUDA
-context) and waits for its case. When a request comes the oldest spare takes it and the zygote
-forks a new one at once, so warm-up overlaps the cases run meanwhile. A stack that warms keeps
-two spares: on TE's catalogue a shared case can end sooner than one spare's fork and CUDA set-up
-(docs/log/2026-12-02-te-isolation-cost.md). Without ``warm_child`` a spare is ready as soon as it
-is forked, and one is enough. A spare has run no case: it is as fresh as a child forked on demand.
+The zygote keeps children forked ahead of need, *spares*: each warms up what every case would start
+with (the stack's optional ``warm_child(rank)``: for TE, the rank's GPU and its CUDA context) and
+waits for its case. When a request comes the oldest spare takes it and the zygote forks a new one at
+once, so warm-up overlaps the cases run meanwhile. A stack that warms keeps two spares: on TE's
+catalogue a shared case can end sooner than one spare's fork and CUDA set-up
+(docs/log/2026-12-02-te-isolation-cost.md). Without ``warm_child`` a spare is ready as soon as it is
+forked, and one is enough. A spare has run no case: it is as fresh as a child forked on demand.
 
 At world size 1 the isolated run of a case starts *alongside* the shared one (:meth:`Zygote.begin`
 before the rank runs the case, :meth:`Zygote.end` when its result is asked for): with no process
@@ -35,6 +34,7 @@ import time
 import traceback
 
 from harness.phases import mark
+from harness.stacks.hooks import traits
 
 __harness_hidden__ = True
 
@@ -226,7 +226,7 @@ def _spare_main(state, zygote_pid: int, req_r: int, out_w: int) -> None:
 
     die_with_parent(zygote_pid)
     warm_error = None
-    warm = getattr(state.stack, "warm_child", None)
+    warm = traits(state.stack).warm_child
     if warm is not None:
         try:
             warm(state.rank)
@@ -253,7 +253,7 @@ def _spare_main(state, zygote_pid: int, req_r: int, out_w: int) -> None:
 def spare_count(stack) -> int:
     """How many spares the zygote keeps (see the module): two for a stack that warms its
     children, one otherwise."""
-    return 2 if getattr(stack, "warm_child", None) is not None else 1
+    return 2 if traits(stack).warm_child is not None else 1
 
 
 class Zygote:

@@ -15,24 +15,24 @@ from harness.errors import SetupError
 from harness.stacks.te import release
 
 
-def missing_reason() -> str | None:
-    """Why ``--sut te`` cannot run here (one line), or None when it can."""
+def missing_reason(sut: str = "te") -> str | None:
+    """Why ``--sut te`` (or ``sut``, its buggy twin) cannot run here (one line), or None when it can."""
     if not release.found():
-        return ("--sut te: transformer_engine is not installed here "
+        return (f"--sut {sut}: transformer_engine is not installed here "
                 "(pip install 'fp8-idreuse-harness[te]' on a machine with CUDA)")
     version = release.installed_version()
     if release.major(version) == 1:
-        return release.line_refusal("te", 2, "te1", version)
+        return release.line_refusal(sut, 2, "te1", version)
     import torch
 
     if not torch.backends.cuda.is_built() or torch.cuda.device_count() < 1:
-        return "--sut te: Transformer Engine needs a CUDA device, and torch sees none here"
+        return f"--sut {sut}: Transformer Engine needs a CUDA device, and torch sees none here"
     return None
 
 
-def require() -> None:
+def require(sut: str = "te") -> None:
     """Raise :class:`SetupError` (exit 2, one line) when TE or a CUDA device is missing."""
-    reason = missing_reason()
+    reason = missing_reason(sut)
     if reason is not None:
         raise SetupError(reason)
 

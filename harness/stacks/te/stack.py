@@ -253,12 +253,17 @@ def load(inject: str | None = None) -> TEStack:
     and it must be in place before CUDA starts (ranks inherit it from the process that loads
     the stack first).
     """
-    availability.require()
-    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    _require_and_configure("te")
     return TEStack(inject)
+
+
+def _require_and_configure(sut: str) -> None:
+    availability.require(sut)
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
 
 
 def load_buggy(inject: str | None = None) -> TEStack:
     """``--sut te-buggy``: the TE stack with the pre-fix id-keyed post-cast hook put back
     (``--inject id-hook`` says the same; any other injection is refused)."""
-    return load(inject=inject or "id-hook")
+    _require_and_configure("te-buggy")
+    return TEStack(inject or "id-hook")
