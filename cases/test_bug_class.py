@@ -57,7 +57,7 @@ def test_mesh_coordinates_after_a_submesh_dies(form):
     cache = (mesh_cache.BuggyCoordinateCache if form == "buggy" else mesh_cache.FixedCoordinateCache)()
     with quiet_allocator():
         sub = [mesh_cache.Mesh((2, 2), rank=3)]
-        neighbour = mesh_cache.Mesh((2, 2), rank=0)
+        _neighbour = mesh_cache.Mesh((2, 2), rank=0)
         assert cache.coordinates(sub[0]) == (1, 1)
         record, new = _replaced(sub, "submesh (2, 2) rank 3", lambda: mesh_cache.Mesh((4,), rank=1))
     findings = stale_ids(cache.registries(), _dead([record]))
@@ -75,7 +75,7 @@ def test_result_cache_false_hit_after_collection(form):
     cache = (result_cache.BuggyResultCache if form == "buggy" else result_cache.FixedResultCache)()
     with quiet_allocator():
         old = [result_cache.Artifact("weights-v1")]
-        neighbour = result_cache.Artifact("weights-v0")
+        _neighbour = result_cache.Artifact("weights-v0")
         assert cache.digest(old[0]) == "digest(weights-v1)"
         record, new = _replaced(old, "artifact weights-v1", lambda: result_cache.Artifact("weights-v2"))
     findings = stale_ids(cache.registries(), _dead([record]))
@@ -91,7 +91,7 @@ def test_recipe_state_keyed_by_replaced_quantizers(form):
     cache = (quantizer_key.BuggyRecipeStateCache if form == "buggy" else quantizer_key.FixedRecipeStateCache)()
     with quiet_allocator():
         old = [quantizer_key.Quantizer(448.0)]
-        neighbour = quantizer_key.Quantizer(1.0)
+        _neighbour = quantizer_key.Quantizer(1.0)
         assert cache.state(old) == (448.0,)
         record, new = _replaced(old, "quantizer scale 448", lambda: quantizer_key.Quantizer(57344.0))
     findings = stale_ids(cache.registries(), _dead([record]))
@@ -120,7 +120,7 @@ def test_reuse_is_forced_on_a_heap_full_of_cyclic_garbage():
         cache = result_cache.BuggyResultCache()
         with quiet_allocator():
             old = [result_cache.Artifact("weights-v1")]
-            neighbour = result_cache.Artifact("weights-v0")
+            _neighbour = result_cache.Artifact("weights-v0")
             cache.digest(old[0])
             _record_of_old, new = _replaced(old, "artifact weights-v1", lambda: result_cache.Artifact("weights-v2"))
     finally:

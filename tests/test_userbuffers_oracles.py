@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from harness.case.catalog import userbuffers_cases
-from harness.idreuse.morgue import ReusePolicy
 from harness.runner.config import RunConfig
 from harness.runner.session import run
 

@@ -246,7 +246,9 @@ class _SlowDecode:
 
     def table(self, fmt, scale_inv):
         table = self.cache.table(fmt, scale_inv)
-        slow = lambda data, out, index=None: (time.sleep(0.02), table.decode_into(data, out, index))[1]
+        def slow(data, out, index=None):
+            time.sleep(0.02)
+            return table.decode_into(data, out, index)
         return type("SlowTable", (), {"decode_into": staticmethod(slow)})()
 
     def clear(self):

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from harness.case.data import initial_weights, step_grad_output, step_inputs
-from harness.idreuse.morgue import ReusePolicy
 from harness.runner.inproc import execute_here
 from harness.stacks.protocol import BuildContext
 from harness.stacks.te import availability

@@ -9,7 +9,6 @@ Skipped, with the reason, without Transformer Engine, without CUDA, or with fewe
 
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest

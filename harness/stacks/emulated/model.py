@@ -23,7 +23,7 @@ class Model:
         self.group = group
         self.lr = lr
         self.data_parallel = data_parallel
-        self.master = [l.weight.dequantize().clone() if l.fp8_weight else None for l in layers]
+        self.master = [layer.weight.dequantize().clone() if layer.fp8_weight else None for layer in layers]
 
     def forward_backward(self, x: torch.Tensor, dy: torch.Tensor) -> StepOutputs:
         with fp8_autocast(self.recipe, self.group):

@@ -63,7 +63,7 @@ class EmulatedStack:
         elif spec.fp8_params:
             model.master = [w.clone() for w in ctx.initial_weights]
         else:
-            model.master = [l.weight for l in layers]
+            model.master = [layer.weight for layer in layers]
         return model
 
     # --- a step -----------------------------------------------------------------------------
@@ -101,7 +101,7 @@ class EmulatedStack:
         return [layer.weight._data for layer in model.layers if layer.fp8_weight]
 
     def model_objects(self, model: Model) -> list:
-        return [model, *model.layers, *(l.weight for l in model.layers if l.fp8_weight)]
+        return [model, *model.layers, *(layer.weight for layer in model.layers if layer.fp8_weight)]
 
     def destroy(self, model: Model) -> None:
         destroy = getattr(model, "destroy", None)

@@ -91,7 +91,7 @@ def build_model(spec: ModelSpec, ctx: BuildContext, post_write_hooks=(), layer_s
     for layer, w0 in zip(module, ctx.initial_weights):
         data = torch.empty(tuple(w0.shape), dtype=torch.float32) if copy else w0.detach().to(torch.float32).clone()
         # The harness may hand a dead weight's address to this Parameter.
-        layer.weight = reuse_alloc(lambda: nn.Parameter(data), "torchao_weight")
+        layer.weight = reuse_alloc(lambda value=data: nn.Parameter(value), "torchao_weight")
         del data
     recorder = CastRecorder()
     for index, layer in enumerate(module):
