@@ -57,7 +57,7 @@ def test_scan_watches_what_the_scan_names_and_fails_the_leak(suite):
         "sentinel: watching 1 registry: toypkg:LEAKY",
         "*ERROR at teardown of test_leaks*",
         "*toypkg:LEAKY key * -> a toypkg.Weight (key made by id() at *toypkg*__init__.py:*register*",
-        "*sentinel: 1 registry entry outlived their objects*",
+        "*sentinel: 1 registry entry outlived its object =*",
         "test_suite.py::test_leaks: toypkg:LEAKY key 0x* -> a toypkg.Weight (key made by id() at *",
     ])
 
