@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from harness.sentinel.id_hook import IdWatch
-from harness.sentinel.registries import Registries, tie_to_heap
+from harness.sentinel.registries import Registries, describe_alive, tie_to_heap
 from harness.sentinel.report import failure_message
 from harness.sentinel.witness import Stale
 
@@ -65,9 +65,10 @@ class Watch:
         # After the body (passed or not) and before fixture teardown: objects held by
         # fixtures are still alive and can be found in the heap.
         yield
-        wanted = {address for name, address, _ in self.registries.ints()
-                  if (name, address) not in self.baseline and address not in self.ids.witnesses}
-        tie_to_heap(wanted, self.ids.witnesses, self.ids.test)
+        new = {address for name, address, _ in self.registries.ints() if (name, address) not in self.baseline}
+        if new:
+            tie_to_heap({a for a in new if a not in self.ids.witnesses}, self.ids.witnesses, self.ids.test)
+            describe_alive([w for w in map(self.ids.witness, new) if w is not None])
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
@@ -123,7 +124,7 @@ class Watch:
         """Whether a new registry entry's object is still alive (it may be cyclic garbage)."""
         for name, address, _ in entries:
             if (name, address) not in self.baseline:
-                witness = self.ids.witnesses.get(address)
+                witness = self.ids.witness(address)
                 if witness is not None and witness.ref is not None and not witness.dead:
                     return True
         return False
@@ -134,7 +135,7 @@ class Watch:
         for name, address, where in entries:
             if (name, address) in self.baseline or address in reused:
                 continue
-            witness = self.ids.witnesses.get(address)
+            witness = self.ids.witness(address)
             if witness is None or witness.ref is None:
                 continue  # never tied to an object, or not weakly referenceable: ignored
             entry = Stale(name, address, where, witness)
