@@ -70,6 +70,16 @@ def test_scan_from_the_ini_file_beside_a_registry_named_by_hand(suite):
     result.stdout.fnmatch_lines(["sentinel: watching 2 registries: other:REG, toypkg:LEAKY"])
 
 
+def test_a_subpackage_of_a_namespace_package_is_named_from_the_name_given(suite):
+    # megatron.core's case: the folder above the package has no __init__.py.
+    suite.mkdir("nspkg").joinpath("sub").mkdir()
+    suite.path.joinpath("nspkg", "sub", "__init__.py").write_text(TOYPKG)
+    suite.makepyfile(test_suite=LEAKING_TEST.replace("import toypkg", "from nspkg import sub as toypkg"))
+    result = run(suite, "--sentinel-scan", "nspkg.sub")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["sentinel: watching 1 registry: nspkg.sub:LEAKY"])
+
+
 def test_a_package_with_nothing_to_watch_says_why_and_runs(suite):
     suite.mkpydir("fixedpkg").joinpath("__init__.py").write_text("import weakref\nREG = weakref.WeakKeyDictionary()\n")
     result = run(suite, "--sentinel-scan", "fixedpkg")
