@@ -58,7 +58,7 @@ DRY = {
     "./scripts/run --sut te": ("./scripts/run --sut te --help", _GPU),
     "./scripts/run --sut te-buggy --reuse asymmetric": ("./scripts/run --sut te-buggy --reuse asymmetric --help", _GPU),
     "./scripts/run --sut te --cases userbuffers": ("./scripts/run --sut te --cases userbuffers --help", _GPU),
-    "./scripts/run --sut te1 --world-size 1": ("./scripts/run --sut te1 --world-size 1 --help", _GPU),
+    "./scripts/run --sut te1 --world-size 2": ("./scripts/run --sut te1 --world-size 2 --help", _GPU),
     "./scripts/run --world-size 40 --oversubscribe": ("./scripts/run --world-size 40 --oversubscribe --list",
                                                       "40 ranks on this machine, over 60 s"),
     "python -m harness stress --minutes 30 --out s1": ("python -m harness stress --help", "30 minutes"),

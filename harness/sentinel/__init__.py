@@ -31,8 +31,8 @@ What happens per test (:mod:`.watch`):
    object is looked up once in ``gc.get_objects()`` (:mod:`.registries`); a live object at that
    address is remembered the same way (with its ``repr``). This catches keys made without the
    builtin ``id`` (an alias bound before the test, C code) while their object is alive.
-4. After fixture teardown, if the registries hold anything new (or entries are under watch), a
-   ``gc.collect()`` runs and a new registry int whose remembered object is dead fails the test
+4. After fixture teardown -- with a ``gc.collect()`` first only when a new entry's object is
+   still alive (it may be cyclic garbage) -- a new registry int whose remembered object is dead fails the test
    (an error in teardown) naming the registry, the key, the object's type, the line that took
    its id and, when ``tracemalloc`` is tracing (``PYTHONTRACEMALLOC=25``), where the object was
    allocated. Ints whose object is still alive stay under watch: if one dies in a later test,

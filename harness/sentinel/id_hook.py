@@ -1,15 +1,21 @@
 """The ``id`` wrapper, and what it remembers: every weakly referenceable object whose id a test
-takes, with a weak reference, its type and the line that called ``id()``. Nothing is kept alive.
-If a remembered object is dead and a new object takes its address while a registry still holds
-it, the reuse itself is recorded."""
+takes, with a weak reference, its type's name and the line that called ``id()``. Nothing is kept
+alive but the caller's code object. If a remembered object is dead and a new object takes its
+address while a registry still holds it, the reuse itself is recorded.
+
+The wrapper runs on every ``id()`` call of the code under test (hundreds of thousands in a
+dask test, from its worker threads too), so it keeps a raw tuple and leaves the words to
+:meth:`IdWatch.witness`, which is asked only about the addresses a registry holds."""
 
 from __future__ import annotations
 
 import builtins
 import sys
-from typing import Any, Callable
+import tracemalloc
+import weakref
+from typing import Any, Callable, Optional
 
-from harness.sentinel.witness import Stale, Witness, type_name, witness
+from harness.sentinel.witness import Stale, Witness, type_name
 
 MAX_OBSERVED = 200_000
 _real_id = builtins.id
@@ -22,9 +28,11 @@ class IdWatch:
     def __init__(self, holds: Callable[[int], list[tuple[str, str]]]):
         self.holds = holds
         self.test = ""
-        self.witnesses: dict[int, Witness] = {}
+        # address -> Witness, or the raw (ref, type name, code, line, allocation) the wrapper keeps
+        self.witnesses: dict[int, Any] = {}
         self.reuses: list[Stale] = []
         self.hooked = False
+        self.tracing = False
 
     def reset(self, test: str) -> None:
         self.test = test
@@ -34,6 +42,7 @@ class IdWatch:
     def start(self) -> None:
         if self.hooked:
             return
+        self.tracing = tracemalloc.is_tracing()
         observe = self._observe
 
         def id(obj, /):  # noqa: A001 - it stands in for the builtin
@@ -53,21 +62,34 @@ class IdWatch:
             builtins.id = _real_id
             self.hooked = False
 
+    def witness(self, address: int) -> Optional[Witness]:
+        """What is known of the object last seen at ``address`` (None: nothing)."""
+        record = self.witnesses.get(address)
+        if type(record) is tuple:
+            ref, kind, code, line, allocated = record
+            made_by = f"key made by id() at {code.co_filename}:{line} ({code.co_name})"
+            record = Witness(address, ref, kind, made_by, self.test, "", allocated, self.tracing)
+            self.witnesses[address] = record
+        return record
+
     def _observe(self, obj: Any, address: int) -> None:
-        if type(obj).__weakrefoffset__ == 0:
+        kind = type(obj)
+        if kind.__weakrefoffset__ == 0:
             return  # cannot be weakly referenced: its death could not be seen
         known = self.witnesses.get(address)
         if known is not None:
-            alive = known.ref() if known.ref is not None else None
+            ref = known[0] if type(known) is tuple else known.ref
+            alive = ref() if ref is not None else None
             if alive is obj:
                 return
-            if known.dead:
-                self._note_reuse(known, obj)
+            if ref is not None and alive is None:
+                self._note_reuse(self.witness(address), obj)
         elif len(self.witnesses) >= MAX_OBSERVED:
             return
         caller = sys._getframe(2)
-        made_by = f"key made by id() at {caller.f_code.co_filename}:{caller.f_lineno} ({caller.f_code.co_name})"
-        self.witnesses[address] = witness(obj, address, made_by, self.test, False)
+        allocated = tracemalloc.get_object_traceback(obj) if self.tracing else None
+        self.witnesses[address] = (weakref.ref(obj), f"{kind.__module__}.{kind.__qualname__}",
+                                   caller.f_code, caller.f_lineno, allocated)
 
     def _note_reuse(self, dead: Witness, newcomer: Any) -> None:
         """A dead object's address went to ``newcomer``: stale if a registry still holds it."""

@@ -46,21 +46,26 @@ class Registries:
 
 
 def tie_to_heap(wanted: set[int], witnesses: dict[int, Witness], test: str) -> None:
-    """Remember the live object at each of ``wanted`` (addresses), found by one heap walk, and
-    the repr of every witness still alive (for the report, should it die)."""
-    if wanted:
-        heap = gc.get_objects()
-        try:
-            for obj in heap:
-                address = _real_id(obj)
-                if address in wanted:
-                    witnesses[address] = witness(obj, address, HEAP_WALK, test, True)
-                    wanted.discard(address)
-                    if not wanted:
-                        break
-        finally:
-            del heap
-    for record in witnesses.values():
+    """Remember the live object at each of ``wanted`` (addresses no id() call explained), found
+    by one walk of the heap."""
+    if not wanted:
+        return
+    heap = gc.get_objects()
+    try:
+        for obj in heap:
+            address = _real_id(obj)
+            if address in wanted:
+                witnesses[address] = witness(obj, address, HEAP_WALK, test, True)
+                wanted.discard(address)
+                if not wanted:
+                    break
+    finally:
+        del heap
+
+
+def describe_alive(records: list[Witness]) -> None:
+    """Note the repr of each object still alive (for the report, should it die later)."""
+    for record in records:
         if not record.description and record.ref is not None:
             obj = record.ref()
             if obj is not None:

@@ -61,7 +61,8 @@ class SessionReport:
         if not self.watched and not self.notes:
             return
         found = len(self.findings) + len(self.late)
-        title = (f"sentinel: {plural(found, 'registry entry', 'registry entries')} outlived their objects"
+        title = (f"sentinel: {plural(found, 'registry entry', 'registry entries')} outlived "
+                 f"{'its object' if found == 1 else 'their objects'}"
                  if found else "sentinel: no registry entry outlived its object")
         terminalreporter.section(title)
         terminalreporter.line(f"watched: {', '.join(self.watched) or 'nothing'}")

@@ -4,12 +4,12 @@ fixtures are torn down, which new entries outlived their objects (an error in te
 from __future__ import annotations
 
 import gc
-from typing import Callable
+from typing import Callable, Optional
 
 import pytest
 
 from harness.sentinel.id_hook import IdWatch
-from harness.sentinel.registries import Registries, tie_to_heap
+from harness.sentinel.registries import Registries, describe_alive, tie_to_heap
 from harness.sentinel.report import failure_message
 from harness.sentinel.witness import Stale
 
@@ -30,6 +30,9 @@ class Watch:
         self.note = note
         self.late = late
         self.baseline: set[tuple[str, int]] = set()
+        # What the registries held when the last test's teardown ended: the next test's baseline
+        # (only reporting hooks run between the two), which saves a walk per test.
+        self.after: Optional[set[tuple[str, int]]] = None
         self.ids = IdWatch(self._new_holders)
         self.watched: list[Stale] = []  # entries whose object was alive at teardown
         self.found: list[str] = []      # this test's findings, one line each, for its report
@@ -56,7 +59,8 @@ class Watch:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         self.ids.reset(item.nodeid)
         self.found = []
-        self.baseline = self.registries.present()
+        self.baseline = self.after if self.after is not None else self.registries.present()
+        self.after = None
         if self.hook_id:
             self.ids.start()
 
@@ -65,9 +69,10 @@ class Watch:
         # After the body (passed or not) and before fixture teardown: objects held by
         # fixtures are still alive and can be found in the heap.
         yield
-        wanted = {address for name, address, _ in self.registries.ints()
-                  if (name, address) not in self.baseline and address not in self.ids.witnesses}
-        tie_to_heap(wanted, self.ids.witnesses, self.ids.test)
+        new = {address for name, address, _ in self.registries.ints() if (name, address) not in self.baseline}
+        if new:
+            tie_to_heap({a for a in new if a not in self.ids.witnesses}, self.ids.witnesses, self.ids.test)
+            describe_alive([w for w in map(self.ids.witness, new) if w is not None])
 
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> None:
@@ -90,6 +95,7 @@ class Watch:
         reuses = [r for r in self.ids.reuses if (r.registry, r.address) in present]
         stale = reuses + self._judge_new_entries(entries) + self._judge_watched(present)
         self.ids.reset("")
+        self.after = present
         if stale:
             self.found = [entry.headline(item.nodeid) for entry in stale]
             pytest.fail(failure_message(stale), pytrace=False)
@@ -123,7 +129,7 @@ class Watch:
         """Whether a new registry entry's object is still alive (it may be cyclic garbage)."""
         for name, address, _ in entries:
             if (name, address) not in self.baseline:
-                witness = self.ids.witnesses.get(address)
+                witness = self.ids.witness(address)
                 if witness is not None and witness.ref is not None and not witness.dead:
                     return True
         return False
@@ -134,7 +140,7 @@ class Watch:
         for name, address, where in entries:
             if (name, address) in self.baseline or address in reused:
                 continue
-            witness = self.ids.witnesses.get(address)
+            witness = self.ids.witness(address)
             if witness is None or witness.ref is None:
                 continue  # never tied to an object, or not weakly referenceable: ignored
             entry = Stale(name, address, where, witness)

@@ -70,3 +70,40 @@ def test_two_workers_find_what_one_process_finds_each_once(suite):
     one, two = findings(alone), findings(spread)
     assert len(one) == 7 and sorted(one) == sorted(two), (one, two)
     assert len(set(two)) == len(two)              # every finding once
+
+
+HELD_UNTIL_THE_END = """
+import toypkg
+
+def test_registers_a_held_one():
+    weight = toypkg.Weight()
+    toypkg.HELD.append(weight)
+    toypkg.register(weight)
+"""
+# Runs before every other pytest_sessionfinish: the held object dies after the last test.
+RELEASE_AT_THE_END = """
+import pytest
+import toypkg
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session):
+    toypkg.HELD.clear()
+    return (yield)
+"""
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_an_entry_whose_object_dies_after_the_last_test_is_in_the_summary(pytester, tmp_path, monkeypatch, workers):
+    monkeypatch.setenv("HARNESS_SENTINEL_CACHE", str(tmp_path / "scan-cache"))
+    pytester.mkpydir("toypkg").joinpath("__init__.py").write_text(TOYPKG + "\nHELD = []\n")
+    pytester.makepyfile(test_held=HELD_UNTIL_THE_END)
+    pytester.makeconftest(RELEASE_AT_THE_END)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    result = run(pytester, workers)
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        "*sentinel: 1 registry entry outlived its object*",
+        "after the last test:",
+        "toypkg:LEAKY key * -> a toypkg.Weight (key made by id() at *__init__.py:* (register), during test_held.py::test_registers_a_held_one)",
+    ])

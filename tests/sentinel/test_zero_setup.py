@@ -57,7 +57,7 @@ def test_scan_watches_what_the_scan_names_and_fails_the_leak(suite):
         "sentinel: watching 1 registry: toypkg:LEAKY",
         "*ERROR at teardown of test_leaks*",
         "*toypkg:LEAKY key * -> a toypkg.Weight (key made by id() at *toypkg*__init__.py:*register*",
-        "*sentinel: 1 registry entry outlived their objects*",
+        "*sentinel: 1 registry entry outlived its object =*",
         "test_suite.py::test_leaks: toypkg:LEAKY key 0x* -> a toypkg.Weight (key made by id() at *",
     ])
 
@@ -68,6 +68,16 @@ def test_scan_from_the_ini_file_beside_a_registry_named_by_hand(suite):
     result = run(suite)
     result.assert_outcomes(passed=2, errors=1)
     result.stdout.fnmatch_lines(["sentinel: watching 2 registries: other:REG, toypkg:LEAKY"])
+
+
+def test_a_subpackage_of_a_namespace_package_is_named_from_the_name_given(suite):
+    # megatron.core's case: the folder above the package has no __init__.py.
+    suite.mkdir("nspkg").joinpath("sub").mkdir()
+    suite.path.joinpath("nspkg", "sub", "__init__.py").write_text(TOYPKG)
+    suite.makepyfile(test_suite=LEAKING_TEST.replace("import toypkg", "from nspkg import sub as toypkg"))
+    result = run(suite, "--sentinel-scan", "nspkg.sub")
+    result.assert_outcomes(passed=2, errors=1)
+    result.stdout.fnmatch_lines(["sentinel: watching 1 registry: nspkg.sub:LEAKY"])
 
 
 def test_a_package_with_nothing_to_watch_says_why_and_runs(suite):
