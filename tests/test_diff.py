@@ -342,7 +342,7 @@ def test_a_planted_bug_is_found_by_the_diff_where_the_reference_oracle_finds_it(
 
 def test_a_stack_with_a_narrower_reference_marks_only_what_it_compared():
     # The rank compares its own state (the stack brings expected_model): it marks what that
-    # reference held at each step, here TE's (harness/stacks/te/compared.py).
+    # reference held at each step, here TE's (harness/stacks/te_common/compared.py).
     cases = [c for c in builtin_cases(world_size=1) if c.name == "delayed/deep-narrow"]
     rep = run(RunConfig(sut="tests.stacks.narrow_reference:STACK", launcher="inproc", world_size=1,
                         isolation=False, cases=cases, reuse="off"))

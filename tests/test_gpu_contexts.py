@@ -67,7 +67,7 @@ def test_bad_input_is_one_line_and_exit_2_with_nothing_written(tmp_path, args, s
 
 
 def test_asking_for_contexts_where_no_gpu_is_visible_is_refused_in_one_line(tmp_path):
-    from harness.stacks.te import gpus
+    from harness.stacks.te_common import gpus
 
     if gpus.visible_gpus():
         pytest.skip("a GPU is visible here")

@@ -108,7 +108,7 @@ def test_stress_refuses_a_world_size_the_stack_declines(tmp_path):
 def test_te_stress_cases_are_compared_only_where_te_must_match_bit_for_bit():
     """Stress runs TE through the same runner as ``run``, so the TE stack's reference applies:
     docs/gpu.md's compared roles, every other field left out."""
-    from harness.stacks.te.compared import compared_roles
+    from harness.stacks.te_common.compared import compared_roles
     from harness.stacks.te.stack import TEStack
 
     stack = TEStack()

@@ -271,7 +271,7 @@ def main(argv=None) -> int:
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out {args.out!r} exists and is not a folder")
     if any(w != "cpu" for w in works):
-        from harness.stacks.te import gpus
+        from harness.stacks.te_common import gpus
 
         if not gpus.visible_gpus():
             raise UsageError(f"--work {','.join(w for w in works if w != 'cpu')}: no GPU visible here "

@@ -19,7 +19,7 @@ BUILTIN = {
 }
 
 
-# Stacks whose reports say which release of the library ran (harness.stacks.te.release).
+# Stacks whose reports say which release of the library ran (harness.stacks.te_common.release).
 _TE_STACKS = ("te", "te-buggy", "te1")
 
 
@@ -30,8 +30,8 @@ def run_info(name: str, world_size: int | None = None) -> dict:
     others. Called by the runner when the session is open."""
     if name not in _TE_STACKS:
         return {}
-    from harness.stacks.te.gpus import host_placement
-    from harness.stacks.te.release import run_info as te_run_info
+    from harness.stacks.te_common.gpus import host_placement
+    from harness.stacks.te_common.release import run_info as te_run_info
 
     info = te_run_info()
     placed = host_placement(world_size) if world_size is not None else None

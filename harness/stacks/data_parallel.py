@@ -4,7 +4,7 @@ Every rank's gradient is all-gathered and summed in rank order ``((g_0 + g_1) + 
 the same on every rank and bit-reproducible, which an all-reduce SUM over more than two ranks
 is not (it may add in any order). The references follow the same order.
 
-Over a gloo group (ranks sharing a GPU, :mod:`harness.stacks.te.placement`), CUDA gradients are
+Over a gloo group (ranks sharing a GPU, :mod:`harness.stacks.te_common.placement`), CUDA gradients are
 gathered through host memory and summed there: an fp32 addition rounds the same on either
 device, so the sum is the same bits, and gloo's all-gather takes CPU tensors.
 """

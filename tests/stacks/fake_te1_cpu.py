@@ -13,7 +13,7 @@ import os
 
 import torch
 
-from harness.stacks.te import release
+from harness.stacks.te_common import release
 from harness.stacks.te1 import onnx_standins
 from harness.stacks.te1 import stack as te1_stack
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.stacks.emulated.stack import EmulatedStack
-from harness.stacks.te.compared import expected_model
+from harness.stacks.te_common.compared import expected_model
 
 
 class NarrowReference(EmulatedStack):

@@ -9,9 +9,9 @@ import dataclasses
 import pytest
 import torch.distributed as dist
 
-from harness.stacks.te import gpus, groups, placement
-from harness.stacks.te.gpus import Gpu
-from harness.stacks.te.placement import Placement, Transport
+from harness.stacks.te_common import gpus, groups, placement
+from harness.stacks.te_common.gpus import Gpu
+from harness.stacks.te_common.placement import Placement, Transport
 
 H100 = Gpu(0, "NVIDIA H100 80GB HBM3", (9, 0))
 

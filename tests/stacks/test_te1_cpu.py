@@ -148,7 +148,7 @@ def test_forced_reuse_lands_on_the_weights_data(release):
 
 
 def test_the_report_names_the_release_and_the_standins(release):
-    from harness.stacks.te.release import run_info
+    from harness.stacks.te_common.release import run_info
 
     make_stack(release).te_mods()
     info = run_info()
@@ -218,7 +218,7 @@ def test_a_recorded_reduction_point_is_the_same_with_and_without_a_process_group
 
 
 def test_tes_package_checks_are_answered_from_metadata_not_pip(release):
-    from harness.stacks.te.release import run_info
+    from harness.stacks.te_common.release import run_info
     from harness.stacks.te1 import availability, package_check
 
     try:

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from harness.errors import SetupError
-from harness.stacks.te import release
+from harness.stacks.te_common import release
 from harness.stacks.te1 import availability, onnx_standins
 
 CHILD = """
@@ -98,7 +98,7 @@ def _importable(name: str) -> bool:
 
 
 def test_more_ranks_than_gpus_share_them_and_no_gpu_is_refused(monkeypatch):
-    from harness.stacks.te import gpus
+    from harness.stacks.te_common import gpus
     from harness.stacks.te1.stack import TE1Stack
 
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [gpus.Gpu(0, "NVIDIA H100", (9, 0))])

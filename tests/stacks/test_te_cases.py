@@ -9,7 +9,7 @@ from harness.case.catalog import userbuffers_cases
 from harness.errors import SetupError
 from harness.stacks.te import availability
 from harness.stacks.te import cases as te_cases
-from harness.stacks.te.compared import expected_model
+from harness.stacks.te_common.compared import expected_model
 
 
 def test_catalogue_fits_te_gemm_shapes_and_keeps_names():

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.stacks.te import availability, gpus
-from harness.stacks.te.gpus import Gpu
+from harness.stacks.te import availability
+from harness.stacks.te_common import gpus
+from harness.stacks.te_common.gpus import Gpu
 
 H200 = Gpu(0, "NVIDIA H200", (9, 0))
 
@@ -101,7 +102,7 @@ def test_cli_accepts_two_h200s_and_a_selection_sees_the_userbuffers_family(faked
 def test_te_buggy_refusal_names_te_buggy(monkeypatch, capsys):
     """Without TE, ``--sut te-buggy`` is refused naming ``--sut te-buggy``, not ``--sut te``."""
     from harness.cli import main
-    from harness.stacks.te import release
+    from harness.stacks.te_common import release
 
     monkeypatch.setattr(release, "found", lambda: False)
     assert main(["run", "--sut", "te-buggy", "--list"]) == 2

@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from harness.stacks.te import availability, gpus
+from harness.stacks.te import availability
+from harness.stacks.te_common import gpus
 
 MISSING = availability.missing_reason()
 GPUS = [] if MISSING else gpus.visible_gpus()

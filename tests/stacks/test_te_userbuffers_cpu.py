@@ -15,9 +15,10 @@ import torch
 from harness.case.catalog import userbuffers_cases as catalogue_ub_cases
 from harness.case.data import initial_weights, tp_shapes, tp_tensor
 from harness.stacks.protocol import BuildContext
-from harness.stacks.te import gpu_wait, ub_cases, ub_model, ub_progress, userbuffers
+from harness.stacks.te import ub_cases, ub_model, ub_progress, userbuffers
+from harness.stacks.te_common import gpu_wait
 from harness.stacks.te.cases import DeclinedCase
-from harness.stacks.te.compared import expected_model
+from harness.stacks.te.stack import expected_model
 
 
 def ub_case(name: str):

@@ -12,7 +12,7 @@ import importlib
 import types
 
 from harness.errors import SetupError
-from harness.stacks.te import release
+from harness.stacks.te_common import release
 
 
 def missing_reason(sut: str = "te") -> str | None:

@@ -3,7 +3,7 @@
 :data:`CAPABILITIES` is :data:`harness.stacks.te.cases.FIELDS` (formats, scaling, construction,
 multiples of 16) plus what fields cannot say, :func:`joint_reason`: bias only on Userbuffers
 layers, the Userbuffers family in its own shapes (:mod:`harness.stacks.te.ub_cases`), and not
-where ranks share a GPU (:mod:`harness.stacks.te.placement`: TE's Userbuffers and its NCCL
+where ranks share a GPU (:mod:`harness.stacks.te_common.placement`: TE's Userbuffers and its NCCL
 tensor-parallel collectives need a GPU per rank). The build (:meth:`harness.stacks.te.stack.TEStack.build`) refuses a model through the same
 functions. Plain Python: nothing here imports TE.
 """
@@ -14,7 +14,7 @@ import dataclasses
 
 from harness.stacks.te import ub_cases
 from harness.stacks.te.cases import FIELDS, LINEAR_BIAS
-from harness.stacks.te.gpus import host_placement
+from harness.stacks.te_common.gpus import host_placement
 
 
 def joint_reason(case, world_size: int | None) -> str | None:

@@ -24,35 +24,12 @@ in place (``quantize_``) with the meta's current scale.
 
 from __future__ import annotations
 
-import dataclasses
 
 import torch
 
-from harness.stacks.data_parallel import sum_in_rank_order
-from harness.stacks.te.recipe import te_recipe
+from harness.stacks.te_common.layers import TEModel, copy_init, weight_gradients, zeros_init
+from harness.stacks.te_common.recipe import te_recipe
 from harness.stacks.te.reuse import reuse_point_before_weight_casts
-
-
-@dataclasses.dataclass(eq=False)
-class TEModel:
-    """The TE module and what the adapter keeps beside it (nothing of it is global)."""
-
-    module: torch.nn.Sequential
-    master: list
-    recipe: object            # TE's DelayedScaling
-    amax_group: object        # the NCCL group, or None on one rank
-    device: torch.device
-    lr: float
-    data_parallel: bool
-    fp8_weights: bool
-    dims: tuple
-    # The FP8 weights' _data, listed so that the harness's object walk, which does not look
-    # inside tensors, sees them: they are what the pre-fix hook keyed on.
-    weight_data: list = dataclasses.field(default_factory=list)
-
-    @property
-    def layers(self) -> list:
-        return list(self.module)
 
 
 def model_init(te, enabled: bool, recipe):
@@ -69,19 +46,6 @@ def autocast(te, recipe, group):
     return te.fp8_autocast(enabled=True, fp8_recipe=recipe, fp8_group=group)
 
 
-def _zeros(weight: torch.Tensor) -> None:
-    """init_method for FP8 weights: zeros, so the construction cast records an amax of 0."""
-    with torch.no_grad():       # TE hands its leaf Parameter in, with grad enabled
-        weight.zero_()
-
-
-def _copy_of(value: torch.Tensor):
-    def init(weight: torch.Tensor) -> None:
-        with torch.no_grad():
-            weight.copy_(value)
-    return init
-
-
 def build_model(spec, ctx, te_mods, amax_group, device, layer_setup=None) -> TEModel:
     """Build the layers under TE's model-init context and, for "copy", copy the initial weights in.
 
@@ -94,7 +58,7 @@ def build_model(spec, ctx, te_mods, amax_group, device, layer_setup=None) -> TEM
     layers = []
     with model_init(te, spec.fp8_params, recipe), reuse_point_before_weight_casts(te_mods.Float8Quantizer):
         for w0 in initial:
-            init = _zeros if spec.fp8_params else _copy_of(w0)
+            init = zeros_init if spec.fp8_params else copy_init(w0)
             layers.append(te.Linear(w0.shape[1], w0.shape[0], bias=False, params_dtype=torch.float32,
                                     device=device, init_method=init))
     module = torch.nn.Sequential(*layers)
@@ -121,18 +85,6 @@ def forward_backward(model: TEModel, te_mods, inputs: torch.Tensor, grad_output:
         out = model.module(x)
     out.backward(dy)
     return out.detach()
-
-
-def weight_gradients(model: TEModel) -> list[torch.Tensor]:
-    """Every layer's weight gradient: summed over ranks in rank order when data-parallel, else local."""
-    grads = []
-    for i, layer in enumerate(model.layers):
-        if layer.weight.grad is None:
-            raise RuntimeError(f"layer {i} has no weight gradient: was backward run?")
-        grads.append(layer.weight.grad.detach().float().contiguous())
-    if not model.data_parallel:
-        return grads
-    return sum_in_rank_order(grads, model.amax_group)
 
 
 def sgd_step(model: TEModel) -> None:

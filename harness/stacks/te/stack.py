@@ -9,7 +9,7 @@ One step, as the harness calls it::
 
     forward_backward  on this rank's GPU: forward under TE's autocast (recipe, NCCL group),
                       autocast exit (forward amax reduction), backward (backward reduction)
-    snapshot          every layer's input, weight and grad_output state (harness.stacks.te.snapshot)
+    snapshot          every layer's input, weight and grad_output state (harness.stacks.te_common.snapshot)
     optimizer_step    gradient all-gather and rank-order sum over NCCL, SGD, FP8 re-cast in place
 
 Two kinds of model: ``te.Linear`` layers (:mod:`.model`, the catalogue's cases) and, for the
@@ -19,7 +19,7 @@ Every call that issues GPU work ends with a wait for the GPU bounded by the run'
 (:mod:`.gpu_wait`), so a collective or a Userbuffers chunk that never comes is a ``liveness``
 failure naming what the rank waits for, not a process blocked for good.
 
-The reference is :func:`harness.stacks.te.compared.expected_model`: the delayed-scaling
+The reference is :func:`harness.stacks.te_common.compared.expected_model`: the delayed-scaling
 reference restricted to what TE must reproduce bit for bit; the catalogue is
 :func:`harness.stacks.te.cases.builtin_cases` (a run without ``--cases``), and a selection may
 also name the Userbuffers family (:meth:`TEStack.all_cases`).
@@ -35,14 +35,15 @@ from harness.errors import SetupError, UsageError
 from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
 from harness.stacks.te import availability
 from harness.stacks.te import cases as _cases
-from harness.stacks.te import compared as _compared
+from harness.stacks.te_common import compared as _compared
 from harness.stacks.te.declaration import CAPABILITIES
-from harness.stacks.te import global_state, gpu_wait, gpus, id_hook, ub_cases, ub_progress
+from harness.stacks.te import global_state, id_hook, ub_cases, ub_progress
+from harness.stacks.te_common import gpu_wait, gpus
 from harness.stacks.te import model as _model
-from harness.stacks.te import snapshot as _snapshot
+from harness.stacks.te_common import snapshot as _snapshot
 from harness.stacks.te import ub_model as _ub_model
-from harness.stacks.te.groups import AmaxGroups, placement, select_device
-from harness.stacks.te.userbuffers import UbCommunicators
+from harness.stacks.te_common.groups import AmaxGroups, placement, select_device
+from harness.stacks.te.userbuffers import ACT_DTYPE, UbCommunicators
 
 INJECTIONS = ("id-hook",)
 RESET_WAIT_S = 5.0     # reset(): every rank has ended its case; GPU work pending longer waits for a peer gone
@@ -192,7 +193,7 @@ class TEStack:
 
     # --- reference and cases ----------------------------------------------------------------
     def expected_model(self, case, run_seed: int, world_size: int, rank: int, model_index: int):
-        return _compared.expected_model(case, run_seed, world_size, rank, model_index)
+        return expected_model(case, run_seed, world_size, rank, model_index)
 
     def builtin_cases(self) -> list:
         return _cases.builtin_cases()
@@ -244,6 +245,18 @@ class TEStack:
         global_state.reset(self.te_mods().state_manager)
         if self.buggy:
             id_hook.reset()
+
+
+def expected_model(case, run_seed: int, world_size: int, rank: int, model_index: int):
+    """What TE 2.x must reproduce bit for bit: the ``te.Linear`` cases' restricted reference
+    (:func:`harness.stacks.te_common.compared.expected_model`), and for the Userbuffers family the
+    tensor-parallel reference on data rounded to TE's activation dtype, restricted alike."""
+    if case.model.userbuffers:
+        from harness.reference.tensor_parallel import expected_tp_model
+
+        full = expected_tp_model(case, run_seed, world_size, rank, model_index, data_dtype=ACT_DTYPE)
+        return _compared.restricted(full, case)
+    return _compared.expected_model(case, run_seed, world_size, rank, model_index)
 
 
 def load(inject: str | None = None) -> TEStack:

@@ -33,7 +33,7 @@ import dataclasses
 from harness.case.catalog import userbuffers_cases as catalogue_ub_cases
 from harness.case.spec import CaseSpec
 from harness.stacks.protocol import ModelSpec
-from harness.stacks.te import placement as _placement
+from harness.stacks.te_common import placement as _placement
 
 HIDDEN = 128
 BATCH = 32
@@ -100,7 +100,7 @@ def builtin_cases() -> list[CaseSpec]:
 
 def shared_gpu_reason(placed, overlap: bool = True) -> str | None:
     """Why the family does not run where ranks share a GPU (``placed``: a
-    :class:`~harness.stacks.te.placement.Placement`, None when unknown), or None."""
+    :class:`~harness.stacks.te_common.placement.Placement`, None when unknown), or None."""
     if placed is None or not placed.shared:
         return None
     return (f"--sut te: {placed.local_ranks} ranks share {placed.gpus} GPU{'s' * (placed.gpus > 1)} here; "

@@ -40,7 +40,7 @@ import torch
 
 from harness.case.data import weight_shard
 from harness.stacks.te.model import autocast, model_init
-from harness.stacks.te.recipe import te_recipe
+from harness.stacks.te_common.recipe import te_recipe
 from harness.stacks.te.reuse import reuse_point_before_weight_casts
 from harness.stacks.te.userbuffers import ACT_DTYPE, comm_name
 

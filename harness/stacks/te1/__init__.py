@@ -6,12 +6,12 @@ post-cast hook); TE 1.13 is the first without. This stack runs both, so the harn
 whether it catches the bug in the release that shipped it and stays green on the one that fixed it.
 
 What TE 1.x shares with TE 2.x is used from :mod:`harness.stacks.te`: the recipe
-(:mod:`~harness.stacks.te.recipe`), the snapshot of ``fp8_meta`` and FP8 weights
-(:mod:`~harness.stacks.te.snapshot`), the reference restricted to what TE reproduces bit for bit
-(:mod:`~harness.stacks.te.compared`), case shapes (:func:`~harness.stacks.te.cases.fit_shapes`),
+(:mod:`~harness.stacks.te_common.recipe`), the snapshot of ``fp8_meta`` and FP8 weights
+(:mod:`~harness.stacks.te_common.snapshot`), the reference restricted to what TE reproduces bit for bit
+(:mod:`~harness.stacks.te_common.compared`), case shapes (:func:`~harness.stacks.te.cases.fit_shapes`),
 the model's dataclass and gradient sync (:mod:`~harness.stacks.te.model`), devices, GPU waits
-and the installed release (:mod:`~harness.stacks.te.gpus`, :mod:`~harness.stacks.te.gpu_wait`,
-:mod:`~harness.stacks.te.release`). What differs is here, one concept per file:
+and the installed release (:mod:`~harness.stacks.te_common.gpus`, :mod:`~harness.stacks.te_common.gpu_wait`,
+:mod:`~harness.stacks.te_common.release`). What differs is here, one concept per file:
 
 * :mod:`.stack` -- the stack object and ``load()`` (``--sut te1``);
 * :mod:`.availability` -- whether TE 1.x and a GPU are here; TE 1.x's modules, imported without

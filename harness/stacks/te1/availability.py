@@ -1,7 +1,7 @@
 """Whether TE 1.x and a CUDA device are here, and TE 1.x's modules, imported without initialising CUDA.
 
 Checked without importing TE (:func:`missing_reason`): the distribution's version from its
-metadata (:mod:`harness.stacks.te.release`) and the devices through NVML, as for TE 2.x
+metadata (:mod:`harness.stacks.te_common.release`) and the devices through NVML, as for TE 2.x
 (:mod:`harness.stacks.te.availability`).
 
 Importing ``transformer_engine.pytorch`` 1.12 or 1.13 runs, at module level in ``attention.py``
@@ -10,7 +10,7 @@ get_device_compute_capability() >= (8, 0)``; the second asks ``torch.cuda.curren
 which initialises CUDA, and a process that has initialised CUDA cannot fork a zygote whose
 children use it. Both values only choose a debug message there. So :func:`te_modules` imports
 TE with those two calls answered from NVML for the duration of the import (the device's compute
-capability, :func:`harness.stacks.te.gpus.visible_gpus`) and with
+capability, :func:`harness.stacks.te_common.gpus.visible_gpus`) and with
 ``PYTORCH_NVML_BASED_CUDA_CHECK=1`` (``is_available`` through NVML); both are put back after it.
 The ONNX stand-ins (:mod:`.onnx_standins`) are installed before the import, and TE's package
 checks are answered from metadata rather than by ``pip`` in subprocesses (:mod:`.package_check`).
@@ -31,7 +31,7 @@ import os
 import types
 
 from harness.errors import SetupError
-from harness.stacks.te import release
+from harness.stacks.te_common import release
 from harness.stacks.te1 import onnx_standins, package_check
 
 SUT = "te1"
@@ -86,7 +86,7 @@ def cuda_left_alone(capability: tuple[int, int] | None):
 
 def _capability() -> tuple[int, int] | None:
     try:
-        from harness.stacks.te.gpus import visible_gpus
+        from harness.stacks.te_common.gpus import visible_gpus
 
         gpus = visible_gpus()
     except Exception:          # no NVML here (a CPU test's stand-in TE)

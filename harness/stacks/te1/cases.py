@@ -12,7 +12,7 @@ differs from TE 2.x (:data:`harness.stacks.te.cases.FIELDS`):
   (``initialize_ub`` with ``te.Linear``'s ``ub_overlap_*``), so those cases are declined with the
   reason; the E5M2 format, scalings other than delayed, and bias are declined as for TE 2.x. Any
   world size runs: ranks beyond the GPUs share them and TE reduces over gloo
-  (:mod:`harness.stacks.te.placement`).
+  (:mod:`harness.stacks.te_common.placement`).
 
 :data:`CAPABILITIES` is what the runners and stress read; the build refuses the same through
 :func:`decline_reason` (one declaration). Plain Python: nothing here imports TE.

@@ -1,7 +1,7 @@
 """A TE 1.x model: ``te.Linear`` layers with FP8 weights, a step under ``fp8_autocast``, and SGD.
 
 The same model as the TE 2.x stack's (:mod:`harness.stacks.te.model`, whose
-:class:`~harness.stacks.te.model.TEModel`, gradient sync and initialisers it shares), built and
+:class:`~harness.stacks.te_common.layers.TEModel`, gradient sync and initialisers it shares), built and
 stepped through TE 1.x's API (read at tags v1.12 and v1.13):
 
 * ``te.fp8_model_init(enabled)`` takes no recipe: a layer's meta is made with TE's default
@@ -30,8 +30,8 @@ import dataclasses
 
 import torch
 
-from harness.stacks.te.model import TEModel, _copy_of, _zeros, weight_gradients
-from harness.stacks.te.recipe import te_recipe
+from harness.stacks.te_common.layers import TEModel, copy_init, weight_gradients, zeros_init
+from harness.stacks.te_common.recipe import te_recipe
 from harness.stacks.te1.moments import Phase
 from harness.stacks.te1.reuse import reuse_point_before_weight_data
 
@@ -63,7 +63,7 @@ def build_model(spec, ctx, te_mods, amax_group, device, recorder) -> TE1Model:
     try:
         with te.fp8_model_init(enabled=spec.fp8_params), reuse_point_before_weight_data(te_mods.to_float8_func):
             for w0 in initial:
-                init = _zeros if spec.fp8_params and not init_cast else _copy_of(w0)
+                init = zeros_init if spec.fp8_params and not init_cast else copy_init(w0)
                 model.module.append(te.Linear(w0.shape[1], w0.shape[0], bias=False, params_dtype=torch.float32,
                                               device=device, init_method=init))
         if spec.fp8_params:

@@ -13,7 +13,7 @@ the annotations. Nothing that training uses is replaced: any other attribute of 
 raises, saying ONNX export is not available, so an export that reaches one fails loudly.
 The TE 1.x stack calls :func:`install` when it is loaded, before TE is imported; every report
 of a TE stack says which stand-ins were in place (:func:`installed`, through
-:func:`harness.stacks.te.release.run_info`).
+:func:`harness.stacks.te_common.release.run_info`).
 """
 
 from __future__ import annotations

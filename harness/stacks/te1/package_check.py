@@ -13,7 +13,7 @@ that pip applies. :func:`install` puts a meta-path finder first in ``sys.meta_pa
 lets ``transformer_engine.common`` load as it is and then replaces that one function with
 :func:`installed`, before any module of TE that calls it is imported; a module already
 imported is answered directly. Nothing else of TE changes, and every report of the TE 1.x stack
-says this answer is in place (:func:`in_place`, through :func:`harness.stacks.te.release.run_info`).
+says this answer is in place (:func:`in_place`, through :func:`harness.stacks.te_common.release.run_info`).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from harness.stacks.te.release import run_info
+    from harness.stacks.te_common.release import run_info
     from harness.stacks.te1 import global_state
 
     found = {**run_info(), "cuda_initialized_by_import": torch.cuda.is_initialized(),

@@ -10,13 +10,13 @@ One step, as the harness calls it::
 
     forward_backward  forward under te.fp8_autocast(recipe, group), its exit (forward amax
                       reduction), backward (backward reduction)
-    snapshot          every layer's input, weight and grad_output state (harness.stacks.te.snapshot)
+    snapshot          every layer's input, weight and grad_output state (harness.stacks.te_common.snapshot)
     optimizer_step    SGD on fp32 masters, each FP8 weight re-cast in place (v1.12: PR #575's hook
                       may reduce the weights' amaxes there)
     check_optimizer_step   the weights' scale updates so far, against the moments the release
                       defines (:mod:`.moments`); a difference is a ``reference`` failure
 
-The reference is the TE 2.x stack's (:func:`harness.stacks.te.compared.expected_model`: the
+The reference is the TE 2.x stack's (:func:`harness.stacks.te_common.compared.expected_model`: the
 first layer's input and the last layer's output gradient at every step, the weights at step 0),
 plus :meth:`TE1Stack.check_optimizer_step` for every weight at every step. Every call of TE's
 amax reduction is also in the rank's collective ledger (:mod:`.reductions`).
@@ -30,12 +30,12 @@ import torch
 
 from harness.errors import SetupError
 from harness.stacks.protocol import BuildContext, ModelSpec, RoleState
-from harness.stacks.te import compared as te_compared
-from harness.stacks.te import gpu_wait, gpus
-from harness.stacks.te import snapshot as te_snapshot
+from harness.stacks.te_common import compared as te_compared
+from harness.stacks.te_common import gpu_wait, gpus
+from harness.stacks.te_common import snapshot as te_snapshot
 from harness.stacks.te.cases import DeclinedCase, check_batch
-from harness.stacks.te.groups import AmaxGroups, placement, select_device
-from harness.stacks.te import release
+from harness.stacks.te_common.groups import AmaxGroups, placement, select_device
+from harness.stacks.te_common import release
 from harness.stacks.te1 import availability, global_state, onnx_standins, package_check
 from harness.stacks.te1 import cases as _cases
 from harness.stacks.te1 import model as _model
@@ -45,7 +45,7 @@ from harness.stacks.te1.reductions import ReductionRecorder
 
 class TE1Stack:
     """``te.Linear`` models with FP8 weights on TE 1.x, one rank or more (sharing GPUs where there
-    are more ranks than GPUs: :mod:`harness.stacks.te.placement`)."""
+    are more ranks than GPUs: :mod:`harness.stacks.te_common.placement`)."""
 
     capabilities = _cases.CAPABILITIES
     name = "te1"

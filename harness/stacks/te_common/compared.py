@@ -59,14 +59,13 @@ def comparable(state: RoleState, role: str, fp8_weights: bool) -> RoleState:
 
 
 def expected_model(case, run_seed: int, world_size: int, rank: int, model_index: int) -> ExpectedModel:
-    """The reference's expectation, restricted to what TE must reproduce bit for bit."""
-    if case.model.userbuffers:
-        from harness.reference.tensor_parallel import expected_tp_model
-        from harness.stacks.te.userbuffers import ACT_DTYPE
+    """The reference's expectation of a case of ``te.Linear`` layers, restricted to what TE must
+    reproduce bit for bit (the Userbuffers family's is TE 2.x's: :mod:`harness.stacks.te.stack`)."""
+    return restricted(reference_model(case, run_seed, world_size, rank, model_index), case)
 
-        full = expected_tp_model(case, run_seed, world_size, rank, model_index, data_dtype=ACT_DTYPE)
-    else:
-        full = reference_model(case, run_seed, world_size, rank, model_index)
+
+def restricted(full, case) -> ExpectedModel:
+    """The reference model ``full`` of ``case``, restricted to the roles and steps TE reproduces."""
     n_layers = len(case.model.dims) - 1
     steps = []
     for t, states in enumerate(full.steps):

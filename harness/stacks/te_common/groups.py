@@ -3,7 +3,7 @@
 The runner's process group is gloo (CPU collectives, its precheck and ledger); TE's amax
 reductions and our gradient sync move CUDA tensors. With one GPU per rank that is NCCL's job,
 so each harness group gets one NCCL group over the same ranks; where ranks share a GPU, NCCL
-cannot run and the group is gloo (:mod:`harness.stacks.te.placement`). Either way it is made
+cannot run and the group is gloo (:mod:`harness.stacks.te_common.placement`). Either way it is made
 once and reused by every model built on that harness group: TE's autocast key includes the
 group, and one group per model would give every model its own key (and its own communicator).
 When the runner replaces its group (a recycle after a failed case), the next build makes a new
@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from harness.stacks.te.placement import Placement, Transport, local_rank, local_ranks
+from harness.stacks.te_common.placement import Placement, Transport, local_rank, local_ranks
 
 
 class AmaxGroups:

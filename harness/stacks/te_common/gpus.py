@@ -12,7 +12,7 @@ Refused, in one line (exit 2), by :func:`world_refusal`:
   FP8 check asks for 8.9, Ada, or later).
 
 More ranks than GPUs are not refused: the ranks share the GPUs round-robin and TE reduces over
-gloo (:mod:`harness.stacks.te.placement`; NCCL alone would end every case in "Duplicate GPU
+gloo (:mod:`harness.stacks.te_common.placement`; NCCL alone would end every case in "Duplicate GPU
 detected" a few seconds in, measured: about 9 s, ``--sut te --world-size 2`` on one H200).
 """
 
@@ -22,7 +22,7 @@ import ctypes
 import dataclasses
 import os
 
-from harness.stacks.te.placement import Placement, local_ranks
+from harness.stacks.te_common.placement import Placement, local_ranks
 
 FP8_CAPABILITY = (8, 9)
 
@@ -125,7 +125,7 @@ def visible_gpus() -> list[Gpu]:
 def world_refusal(world_size: int, gpus: list[Gpu], sut: str = "te") -> str | None:
     """Why ``--sut te`` cannot run ``world_size`` ranks on these GPUs (one line), or None.
 
-    More ranks than GPUs run, sharing them (:mod:`harness.stacks.te.placement`)."""
+    More ranks than GPUs run, sharing them (:mod:`harness.stacks.te_common.placement`)."""
     if not gpus:
         return (f"--sut {sut} --world-size {world_size}: no GPU visible here; TE's FP8 needs a CUDA GPU "
                 f"(ranks beyond the GPUs share them round-robin, over gloo)")
