@@ -83,7 +83,7 @@ class BatchRun:
         ended = "all cases run"
         t_run = time.monotonic()
         try:
-            report = run(cfg, self.on_case)
+            report = run(cfg, self.on_case, stack=self.session.stack)
             if report.interrupted:
                 raise Interrupted(report.interrupted)
         except BatchStop as stop:

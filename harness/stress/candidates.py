@@ -25,9 +25,9 @@ class CandidateRunner:
     """Runs case sequences on one session; ``run(cases)`` returns one CaseReport per case, each
     call from a fresh state."""
 
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, stack=None):
         self.cfg = cfg
-        self.session = open_session(cfg.replace(json_path=None, junit_path=None))
+        self.session = open_session(cfg.replace(json_path=None, junit_path=None), stack=stack)
         self.runs = 0
         self.group_starts = 0
         self.start_s = 0.0        # time spent starting groups (not charged to the shrink budget)
@@ -55,5 +55,6 @@ class CandidateRunner:
         self.session.close()
 
 
-def candidate_runner(cfg: RunConfig) -> CandidateRunner:
-    return CandidateRunner(cfg)
+def candidate_runner(cfg: RunConfig, stack=None) -> CandidateRunner:
+    """A runner of case sequences on ``cfg``; ``stack``: the one this process loaded (else loaded here)."""
+    return CandidateRunner(cfg, stack)

@@ -140,7 +140,7 @@ def main(argv=None) -> int:
     where = f", shard {args.shard.text()}" if args.shard is not None else ""
     where += f", group {group} of {of} (batches {stream.index} + {stream.count}*j)" if group is not None else ""
     _banner(cfg, seed, where, args)
-    record = StressSession(cfg, opts, Progress(opts.budget_s), config_extra=extra, claims=claims).run()
+    record = StressSession(cfg, opts, Progress(opts.budget_s), config_extra=extra, claims=claims, stack=stack).run()
     report = record.report()
     print_summary(report, args.out)
     if report.interrupted:

@@ -67,13 +67,15 @@ class StressOptions:
 
 class StressSession:
     def __init__(self, cfg: RunConfig, opts: StressOptions, progress: Progress | None = None, config_extra=None,
-                 claims: Claims | None = None):
+                 claims: Claims | None = None, stack=None):
         self.cfg = cfg
+        # The stack this process loaded at its entry point, handed down (loaded here when not given).
+        self.stack = stack if stack is not None else load_stack(cfg.sut, cfg.sut_options())
         self.opts = opts
         self.claims = claims or OwnClaims()
         self.progress = progress or Progress(opts.budget_s)
         # What the stack runs: batches are drawn from it, and a world size it declines is bad input.
-        self.capabilities = capabilities_of(load_stack(cfg.sut, cfg.sut_options()))
+        self.capabilities = capabilities_of(self.stack)
         refused = world_declined_reason(self.capabilities, cfg.world_size)
         if refused is not None:
             raise UsageError(f"--sut {cfg.sut} declines {refused}")
@@ -88,7 +90,8 @@ class StressSession:
             capabilities=self.capabilities.to_dict(), **(config_extra or {}))
         self.record = StressRecord(config, opts.out_dir)
         self.shrinker = Shrinker(cfg, Budget(opts.budget_s * opts.shrink_share, opts.shrink_per_failure_s),
-                                 candidate_runner, note=self.progress.note, capabilities=self.capabilities)
+                                 lambda c: candidate_runner(c, self.stack), note=self.progress.note,
+                                 capabilities=self.capabilities)
         self.deadline = time.monotonic() + opts.budget_s
         self._html_at = time.monotonic()
 
