@@ -1,0 +1,65 @@
+"""Hygiene names the culprit of a stale id: a cache behind ``functools.lru_cache``, and what the
+key was the id of.
+
+Known bad: ``tests/planted/lru_weight_data.py`` keeps master weights in an ``lru_cache`` keyed by
+``id(weight._data)`` (its table lives in C, under the wrapper): each dead weight's id is named
+with the cached function's dotted name. ``tests/planted/activation_id_cache.py`` keys a table by
+each layer's input activation: its entries are named as an activation's id, never as a weight's
+or a master tensor's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.case.catalog import builtin_cases
+from harness.idreuse.morgue import MORGUE, ReusePolicy
+from harness.runner.inproc import execute_here
+from harness.stacks import load_stack
+from tests.planted import activation_id_cache, lru_weight_data
+
+CASES = {c.name: c for c in builtin_cases(world_size=1)}
+CACHED = "tests.planted.lru_weight_data._master_of"
+
+
+@pytest.fixture(autouse=True)
+def fresh_state():
+    stacks = (lru_weight_data.STACK, activation_id_cache.STACK, load_stack("emulated-patched"))
+    for stack in stacks:
+        stack.reset()
+    MORGUE.clear()
+    yield
+    for stack in stacks:
+        stack.reset()
+    MORGUE.configure(ReusePolicy.parse("natural"), 0)
+    MORGUE.clear()
+
+
+def test_an_lru_cache_keyed_by_a_weight_storage_id_is_named_by_its_function():
+    case = CASES["delayed/te-default-init-cast"].with_(steps=1)
+    result = execute_here(case, lru_weight_data.STACK)
+    hygiene = [f for f in result.failures if f.oracle == "hygiene" and f.registry == CACHED]
+    assert hygiene, result.failures
+    assert all(f.detail.startswith(f"{CACHED} key holds id 0x") for f in hygiene), [f.detail for f in hygiene]
+    first = [f.detail for f in hygiene if f.model == 0]
+    assert first and all("the id of a weight" in line for line in first), first
+
+
+def test_an_lru_cache_keyed_by_a_weight_storage_id_is_caught_where_reuse_is_forced():
+    result = execute_here(CASES["reuse/copy-symmetric"], lru_weight_data.STACK)
+    assert {f.oracle for f in result.failures} >= {"hygiene"}, result.failures
+    assert any(f.registry == CACHED for f in result.failures), result.failures
+
+
+def test_a_cache_keyed_by_an_activations_id_is_named_as_an_activations_id():
+    result = execute_here(CASES["delayed/te-default-init-cast"].with_(steps=2), activation_id_cache.STACK)
+    hygiene = [f.detail for f in result.failures if f.oracle == "hygiene"]
+    assert hygiene and all(line.startswith("tests.planted.activation_id_cache.ROWS_BY_INPUT key holds id 0x")
+                           for line in hygiene), hygiene
+    assert any("the id of an activation" in line for line in hygiene), hygiene
+    assert not any("the id of a weight" in line or "master" in line for line in hygiene), hygiene
+
+
+def test_the_patched_stack_still_has_no_stale_ids():
+    for name in ("delayed/te-default-init-cast", "reuse/copy-symmetric"):
+        assert execute_here(CASES[name], load_stack("emulated-patched")).failures == []
