@@ -39,7 +39,7 @@ from harness.errors import DeadlineExceeded, HarnessError
 from harness.frames import innermost_site, user_traceback
 from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.shells import placeable, placing
-from harness.idreuse.tracker import collect, walk_model
+from harness.idreuse.tracker import ActivationLog, collect, walk_model, what_ids_were
 from harness.oracles.findings import HOLDS_DEAD_ID, REFERENCE_DIFFERS, SURVIVOR, Failure, Oracle
 from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
@@ -111,7 +111,7 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     try:
         for m in range(case.models):
             built = _build(run, m)
-            _steps(run, built.model, m)
+            _steps(run, built, m)
             _death(run, built, m)
     except Exception as exc:  # a crash of the stack under test is a result, not a harness error
         run.fail(classify(exc), f"{type(exc).__name__}: {exc}\n{user_traceback(exc)}", **exception_identity(exc))
@@ -145,6 +145,8 @@ class _Built:
     model: object
     targets: list
     tracked: list
+    activations: ActivationLog = dataclasses.field(default_factory=ActivationLog)
+    died_early: set = dataclasses.field(default_factory=set)     # tracked ids dead before the model died
 
 
 def _build(run: _CaseRun, m: int) -> _Built:
@@ -191,9 +193,10 @@ def _build(run: _CaseRun, m: int) -> _Built:
     return _Built(model, targets, tracked)
 
 
-def _steps(run: _CaseRun, model, m: int) -> None:
+def _steps(run: _CaseRun, built: _Built, m: int) -> None:
     """Phase 2: every step of model ``m``, its FP8 state compared with the reference."""
     state, case, result = run.state, run.case, run.result
+    model = built.model
     settings = state.settings
     t0 = time.perf_counter()
     reference = getattr(state.stack, "expected_model", expected_model)
@@ -211,6 +214,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         t0 = time.perf_counter()
         x, dy = _step_data(case, state, m, t)
         returned = StepOutputs.of(state.stack.forward_backward(model, x, dy)).named()
+        built.activations.add(t, {"input": x, "grad_output": dy, **returned})
         snap = state.stack.snapshot(model)
         run.timed("stack", t0)
         t0 = time.perf_counter()
@@ -235,6 +239,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
             if mismatch and run.first_reference_failure():
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m, kind=REFERENCE_DIFFERS)
             run.timed("reference", t0)
+    built.died_early = {o.ident for o in built.tracked if not o.alive()}
     final = state.stack.final_weights(model)
     fold_digests(run.digest, recorder.final(m, final))
     if expected is not None:
@@ -270,7 +275,9 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     collect()
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
-    scan = scan_registries(state.stack, state.stack.registries(), dead, state.entry_origins, run.case.name, m)
+    activations = built.activations.dead()
+    scan = scan_registries(state.stack, state.stack.registries(), {**dead, **activations}, state.entry_origins,
+                           run.case.name, m, what_ids_were(tracked, built.died_early, activations))
     for found in scan.failures[:8]:
         run.fail(Oracle.HYGIENE, found.line, model=m, kind=HOLDS_DEAD_ID, registry=found.registry)
     run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
