@@ -139,6 +139,10 @@ class Stack(Protocol):
     # step, what the stack checks of its own state against the reference it knows (TE 1.x: each
     # FP8 weight's scale updated only at the moments its release defines); a line is a
     # ``reference`` failure at that step, None passes.
+    # Optional: retained_on_purpose: Mapping[str, str] -- registries (by their registries() name)
+    # that keep dead models' state on purpose, each with why (the emulated amax buffers, modelling
+    # TE's): their growth is a retention note, under --strict too; any other growth is a warning,
+    # a failure under --strict.
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.

@@ -44,7 +44,7 @@ from harness.oracles.findings import HOLDS_DEAD_ID, REFERENCE_DIFFERS, SURVIVOR,
 from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
-from harness.oracles.retention import growth, retained_state
+from harness.oracles.retention import RETENTION_NOTE, describe_growth, growth, retained_state, split_growth
 from harness.reference import expected_model
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
@@ -315,14 +315,18 @@ def _retention(run: _CaseRun, sizes_before: dict) -> None:
     sizes_after = state.registry_sizes.after_case(state.stack)
     grew = growth(sizes_before, sizes_after)
     result.retention = {"growth": grew, "retained_tensors": run.retained[0], "retained_bytes": run.retained[1]}
-    if grew and run.retained[0]:
-        names = ", ".join(f"{k} +{v['entries']} entries (+{v['bytes']} B)" for k, v in grew.items())
-        line = (f"{run.retained[0]} tensors ({run.retained[1]} B) of this case's dead models stay alive; "
-                f"registries grew by: {names}")
-        if state.settings.strict:
-            run.fail(Oracle.RETENTION, line, kind="dead models' state stays alive as registries grow")
-        else:
-            result.warnings.append(line)
+    if not (grew and run.retained[0]):
+        return
+    kept, other = split_growth(grew, getattr(state.stack, "retained_on_purpose", {}))
+    line = (f"{run.retained[0]} tensors ({run.retained[1]} B) of this case's dead models stay alive; "
+            f"registries grew by: {', '.join(describe_growth(g) for g in (other, kept) if g)}")
+    if not other:
+        result.warnings.append(f"{RETENTION_NOTE}{line} (kept on purpose by the stack)")
+    elif state.settings.strict:
+        run.fail(Oracle.RETENTION, line, kind="dead models' state stays alive as registries grow",
+                 registry=sorted(other)[0])
+    else:
+        result.warnings.append(f"{RETENTION_NOTE}{line}")
 
 
 def leftover_threads(before: set) -> str:
