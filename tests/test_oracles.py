@@ -253,24 +253,33 @@ def test_hygiene_catches_a_survivor():
 # --------------------------------------------------------------------------- retention
 
 
+class DeclaresNothingStack(EmulatedStack):
+    """The patched stack without its declaration that the amax buffers are kept on purpose."""
+
+    retained_on_purpose: dict = {}
+
+
 def test_retention_is_a_warning_by_default_and_a_failure_under_strict():
-    # Patched stack, fresh registries, 3 models of 2 layers (16 -> 32 -> 16), history 16.
+    # Fresh registries, 3 models of 2 layers (16 -> 32 -> 16), history 16.
     # Every layer appends its forward and backward meta to the global buffers and nothing prunes:
     #   buffers: 2 keys (fwd, bwd) + 2 * 3 models * 2 layers = 12 metas          -> +14 entries
     #   one meta: amax_history [16, 2] + scale [2] + scale_inv [2] + scaled_max [2] = 38 floats = 152 B
     #   12 metas -> 1824 B; autocast_arguments: 1 key (recipe, group), no tensors -> +1 entries, +0 B
     #   retained: 4 tensors per meta -> 48 tensors, 1824 B.
+    # Known bad: a stack that does not declare that growth (the patched one does: a note).
     expected = ("48 tensors (1824 B) of this case's dead models stay alive; registries grew by: "
                 "amax_buffers.buffers +14 entries (+1824 B), amax_buffers.autocast_arguments +1 entries (+0 B)")
     case = probe_case(models=3)
-    stack = load_stack("emulated-patched")
+    stack = DeclaresNothingStack(buggy=False)
+    stack.reset()
     relaxed = run(case, stack)
     assert relaxed.failures == []
-    assert relaxed.warnings == [expected]
+    assert relaxed.warnings == [f"retention: {expected}"]
 
     stack.reset()
     strict = run(case, stack, strict=True)
-    assert [(f.oracle, f.detail) for f in strict.failures] == [("retention", expected)]
+    assert [(f.oracle, f.detail, f.registry) for f in strict.failures] == \
+        [("retention", expected, "amax_buffers.autocast_arguments")]
     assert strict.warnings == []
 
     # The same case again in the same process: the keys exist, the buffers grow by 12 metas more.
@@ -278,6 +287,21 @@ def test_retention_is_a_warning_by_default_and_a_failure_under_strict():
     assert [(f.oracle, f.detail) for f in again.failures] == [(
         "retention", "48 tensors (1824 B) of this case's dead models stay alive; registries grew by: "
                      "amax_buffers.buffers +12 entries (+1824 B)")]
+
+    # The patched stack keeps both on purpose: a note, under --strict too.
+    patched = load_stack("emulated-patched")
+    patched.reset()
+    noted = run(case, patched, strict=True)
+    assert noted.failures == [] and noted.warnings == [f"retention: {expected} (kept on purpose by the stack)"]
+
+
+def test_growth_beside_what_a_stack_keeps_on_purpose_fails_under_strict():
+    from harness.oracles.retention import describe_growth, split_growth
+
+    grew = {"amax_buffers.buffers": {"entries": 2, "bytes": 8}, "mine.CACHE": {"entries": 1, "bytes": 4}}
+    kept, other = split_growth(grew, EmulatedStack.retained_on_purpose)
+    assert list(kept) == ["amax_buffers.buffers"] and list(other) == ["mine.CACHE"]
+    assert describe_growth(other) == "mine.CACHE +1 entries (+4 B)"
 
 
 def test_registry_sizes_reuse_known_bytes_only_where_the_entry_count_is_unchanged():

@@ -41,6 +41,7 @@ from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.shells import placeable, placing
 from harness.idreuse.tracker import ActivationLog, collect, walk_model, what_ids_were
 from harness.oracles.findings import HOLDS_DEAD_ID, REFERENCE_DIFFERS, SURVIVOR, Failure, Oracle
+from harness.oracles.hidden_state import container_summary
 from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
@@ -106,6 +107,7 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     # what the registries were before anything of this case ran: the judge compares it between
     # ranks, so drift that the case before left is charged to that case
     run.result.start_registries = registry_summary(state.stack.registries())
+    run.result.start_containers = container_summary(state.stack)
     sizes_before = state.registry_sizes.before_case(state.stack)
     threads_before = set(threading.enumerate())
     try:
@@ -278,6 +280,7 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     activations = built.activations.dead()
     scan = scan_registries(state.stack, state.stack.registries(), {**dead, **activations}, state.entry_origins,
                            run.case.name, m, what_ids_were(tracked, built.died_early, activations))
+    run.result.model_containers.append(container_summary(state.stack))
     for found in scan.failures[:8]:
         run.fail(Oracle.HYGIENE, found.line, model=m, kind=HOLDS_DEAD_ID, registry=found.registry)
     run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
