@@ -34,12 +34,9 @@ def container_summary(stack) -> dict[str, list]:
 
 
 def _differ(a: dict, b: dict, how: str) -> list[str]:
-    out = []
-    for name in sorted(set(a) | set(b)):
-        x, y = a.get(name), b.get(name)
-        if x != y:
-            out.append(f"{name} ({how.format(x[0] if x else 0, y[0] if y else 0)})")
-    return out
+    """The containers summarised in both whose summaries differ (one that only one run has is a
+    module the other had not imported yet: nothing was in it)."""
+    return [f"{name} ({how.format(a[name][0], b[name][0])})" for name in sorted(set(a) & set(b)) if a[name] != b[name]]
 
 
 def hidden_state_line(shared, alone, model: int | None) -> str:
