@@ -63,3 +63,30 @@ def test_a_cache_keyed_by_an_activations_id_is_named_as_an_activations_id():
 def test_the_patched_stack_still_has_no_stale_ids():
     for name in ("delayed/te-default-init-cast", "reuse/copy-symmetric"):
         assert execute_here(CASES[name], load_stack("emulated-patched")).failures == []
+
+
+def test_discovery_reads_lru_cache_tables_of_functions_and_methods():
+    import functools
+    import types
+
+    from harness.idreuse.containers import discover_containers, registry_ints
+
+    module = types.ModuleType("planted_lru_probe")
+
+    @functools.lru_cache(maxsize=8)
+    def by_id(ident):
+        return ident
+
+    class Holder:
+        @functools.cache
+        def of(self, ident):
+            return ident
+
+    by_id.__module__ = Holder.__module__ = "planted_lru_probe"
+    Holder.__qualname__ = "Holder"
+    module.by_id, module.Holder = by_id, Holder
+    by_id(4096 * 8)
+    Holder().of(4096 * 16)
+    found = discover_containers([module])
+    assert registry_ints(found["planted_lru_probe.by_id"]) == {4096 * 8: "key"}
+    assert 4096 * 16 in registry_ints(found["planted_lru_probe.Holder.of"])

@@ -37,3 +37,17 @@ def test_an_arena_that_survives_reset_is_named_beside_the_reference_failure():
     [case] = failed
     assert case.oracle == "reference", case.detail
     assert "tests.planted.reset_arena.ARENAS" in case.detail, case.detail
+
+
+def test_hidden_state_names_containers_that_differ_and_skips_one_only_one_run_has():
+    from harness.oracles.hidden_state import hidden_state_line
+    from harness.runner.rank.result import RankResult
+
+    empty, full = [0, 0, "a"], [1, 1, "b"]
+    shared = RankResult(case="c", rank=0, start_containers={"m.ARENA": full, "m.LAZY": full, "m.SAME": empty},
+                        model_containers=[{"m.ARENA": full, "m.LAZY": full, "m.SAME": full}])
+    alone = RankResult(case="c", rank=0, start_containers={"m.ARENA": empty, "m.SAME": empty})
+    assert hidden_state_line(shared, alone, 0) == (
+        "hidden state, containers whose contents differ: as the case began, alone and after other cases: "
+        "m.ARENA (0 keys alone, 1 after other cases); from the case's beginning to model 0's end: m.SAME (0 -> 1 keys)")
+    assert hidden_state_line(alone, alone, None) == ""
