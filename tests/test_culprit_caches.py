@@ -56,8 +56,11 @@ def test_a_cache_keyed_by_an_activations_id_is_named_as_an_activations_id():
     hygiene = [f.detail for f in result.failures if f.oracle == "hygiene"]
     assert hygiene and all(line.startswith("tests.planted.activation_id_cache.ROWS_BY_INPUT key holds id 0x")
                            for line in hygiene), hygiene
+    # the inputs the harness handed in are named; a later layer's input (the harness never sees it)
+    # born where an object of the model died is "not known", never that object's
     assert any("the id of an activation" in line for line in hygiene), hygiene
-    assert not any("the id of a weight" in line or "master" in line for line in hygiene), hygiene
+    assert all("the id of an activation" in line or "what it was the id of is not known" in line
+               for line in hygiene), hygiene
 
 
 def test_the_patched_stack_still_has_no_stale_ids():

@@ -142,11 +142,7 @@ class ActivationLog:
 
     def add(self, step: int, tensors: dict) -> None:
         for name, t in tensors.items():
-            try:
-                self._refs[id(t)] = (weakref.ref(t), f"{name} of step {step} (Tensor {str(t.dtype).replace('torch.', '')}"
-                                                     f"{list(t.shape)})")
-            except TypeError:
-                continue
+            self._refs[id(t)] = (weakref.ref(t), _desc(t, f"{name} of step {step}"))
 
     def dead(self) -> dict[int, str]:
         """The ids of the logged activations that died, each with what it was."""

@@ -25,11 +25,13 @@ from harness.oracles.hygiene import undeclared_containers
 NAMED = 4      # containers named in one line, at most
 
 
-def container_summary(stack) -> dict[str, list]:
-    """``{name: [keys, entries, digest]}`` of every container of the stack not kept on purpose."""
-    declared = stack.registries()
+def container_summary(stack, found: dict | None = None) -> dict[str, list]:
+    """``{name: [keys, entries, digest]}`` of every container of the stack not kept on purpose
+    (``found``: those a hygiene scan just walked, by name, where it walked any)."""
     on_purpose = getattr(stack, "retained_on_purpose", {})
-    found = {**declared, **undeclared_containers(stack, declared)}
+    if not found:
+        declared = stack.registries()
+        found = {**declared, **undeclared_containers(stack, declared)}
     return registry_summary({k: v for k, v in found.items() if k not in on_purpose})
 
 

@@ -129,6 +129,7 @@ class Scan:
 
     failures: list[StaleEntry] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    walked: dict = dataclasses.field(default_factory=dict)     # every container scanned, by name
 
 
 def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryOrigins, case: str, model: int,
@@ -148,6 +149,7 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
         return scan
     found = [(name, registry, "") for name, registry in declared.items()]
     found += [(name, c, UNDECLARED) for name, c in undeclared_containers(stack, declared).items()]
+    scan.walked = {name: container for name, container, _ in found}
     for name, container, suffix in found:
         ints = registry_ints(container)
         firsts = origins.update(name, container, ints, dead, case, model)

@@ -280,7 +280,7 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     activations = built.activations.dead()
     scan = scan_registries(state.stack, state.stack.registries(), {**dead, **activations}, state.entry_origins,
                            run.case.name, m, what_ids_were(tracked, built.died_early, activations))
-    run.result.model_containers.append(container_summary(state.stack))
+    run.result.model_containers.append(container_summary(state.stack, scan.walked))
     for found in scan.failures[:8]:
         run.fail(Oracle.HYGIENE, found.line, model=m, kind=HOLDS_DEAD_ID, registry=found.registry)
     run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
