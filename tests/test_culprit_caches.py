@@ -13,10 +13,9 @@ from __future__ import annotations
 import pytest
 
 from harness.case.catalog import builtin_cases
-from harness.idreuse.morgue import MORGUE, ReusePolicy
 from harness.runner.inproc import execute_here
 from harness.stacks import load_stack
-from tests.planted import activation_id_cache, lru_weight_data
+from tests.planted import activation_id_cache, cleared, lru_weight_data
 
 CASES = {c.name: c for c in builtin_cases(world_size=1)}
 CACHED = "tests.planted.lru_weight_data._master_of"
@@ -24,15 +23,7 @@ CACHED = "tests.planted.lru_weight_data._master_of"
 
 @pytest.fixture(autouse=True)
 def fresh_state():
-    stacks = (lru_weight_data.STACK, activation_id_cache.STACK, load_stack("emulated-patched"))
-    for stack in stacks:
-        stack.reset()
-    MORGUE.clear()
-    yield
-    for stack in stacks:
-        stack.reset()
-    MORGUE.configure(ReusePolicy.parse("natural"), 0)
-    MORGUE.clear()
+    yield from cleared(lru_weight_data.STACK, activation_id_cache.STACK, load_stack("emulated-patched"))
 
 
 def test_an_lru_cache_keyed_by_a_weight_storage_id_is_named_by_its_function():
