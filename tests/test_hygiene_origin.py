@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 CASES = {c.name: c for c in builtin_cases(world_size=1)}
 STORING, LATER = "reuse/init-cast-symmetric", "reuse/copy-symmetric"
 STORED = re.compile(r"^cast_once\.CAST_ONCE element holds id 0x[0-9a-f]+ of dead model\.layers\[\d\]\.weight\._data "
-                    r"\(Tensor uint8\[16, 16\]\), stored in case reuse/init-cast-symmetric, model 0$")
+                    r"\(Tensor uint8\[16, 16\]\), the id of a weight, stored in case reuse/init-cast-symmetric, model 0$")
 
 
 @pytest.fixture(autouse=True)
@@ -65,4 +65,4 @@ def test_the_run_fails_the_storing_case_only_and_its_repro_command_reproduces_it
     rc, again = run_cli([sys.executable, *argv[1:]])
     assert rc == 1 and re.findall(r"^FAIL\s+(\S+)", again, re.M) == [STORING], again
     assert re.search(r"holds id 0x[0-9a-f]+ of dead model\.layers\[0\]\.weight\._data \(Tensor uint8\[16, 16\]\), "
-                     r"stored in case reuse/init-cast-symmetric, model 0", again), again
+                     r"the id of a weight, stored in case reuse/init-cast-symmetric, model 0", again), again

@@ -12,10 +12,9 @@ from __future__ import annotations
 import pytest
 
 from harness.case.catalog import builtin_cases
-from harness.idreuse.morgue import MORGUE, ReusePolicy
 from harness.runner.inproc import execute_here
 from harness.stacks import load_stack
-from tests.planted import module_id_cache
+from tests.planted import cleared, module_id_cache
 
 CASES = {c.name: c for c in builtin_cases(world_size=1)}
 REUSE_CASES = [name for name in CASES if name.startswith("reuse/")]
@@ -23,15 +22,7 @@ REUSE_CASES = [name for name in CASES if name.startswith("reuse/")]
 
 @pytest.fixture(autouse=True)
 def clean_state():
-    stacks = (module_id_cache.STACK, load_stack("emulated-patched"))
-    for stack in stacks:
-        stack.reset()
-    MORGUE.clear()
-    yield
-    for stack in stacks:
-        stack.reset()
-    MORGUE.configure(ReusePolicy.parse("natural"), 0)
-    MORGUE.clear()
+    yield from cleared(module_id_cache.STACK, load_stack("emulated-patched"))
 
 
 @pytest.mark.parametrize("reset", [False, True], ids=["shared", "reset-between-cases"])

@@ -15,12 +15,14 @@ plugin stays cheap to import.
   name, in a list, tuple or dict of hooks, or registered as torch's global module hooks), the
   attributes of callable objects and of bound methods' objects, each under its dotted name
   (``package.module.NAME``, ``package.module.Class.attr``, ``package.module.HOOKS['fwd'].<closure cache>``,
-  ``package.module.memo.by_module``).
+  ``package.module.memo.by_module``), and the tables of ``functools.lru_cache``/``cache`` wrappers
+  found there, under the cached function's dotted name (:func:`lru_table`).
 """
 
 from __future__ import annotations
 
 import functools
+import gc
 import reprlib
 import sys
 import types
@@ -147,10 +149,29 @@ def _stack_object(value: Any) -> bool:
         and hasattr(value, "__dict__") and is_stack_module(type(value).__module__)
 
 
+def lru_table(wrapper: Any) -> dict | None:
+    """The table of a ``functools.lru_cache`` (or ``cache``) wrapper: kept in C, it is no attribute;
+    the garbage collector's referents of the wrapper reach it (the dict that is not its
+    ``__dict__``). None for any other object."""
+    if not isinstance(wrapper, _LRU_WRAPPER):
+        return None
+    own = getattr(wrapper, "__dict__", None)
+    return next((r for r in gc.get_referents(wrapper) if type(r) is dict and r is not own), None)
+
+
+_LRU_WRAPPER = type(functools.lru_cache(maxsize=None)(len))
+
+
 def _hook(value: Any, name: str, out: dict[str, Any], depth: int = 0) -> None:
     """What a callable kept as a hook holds: a function's closure cells, a bound method's function
-    and object, a callable object's attributes (``memo = Memo()`` with ``memo.by_module``)."""
-    if isinstance(value, types.MethodType):
+    and object, a callable object's attributes (``memo = Memo()`` with ``memo.by_module``), a
+    cached function's table."""
+    if isinstance(value, _LRU_WRAPPER):
+        table = lru_table(value)
+        if table is not None:
+            out.setdefault(name, table)
+        _hook(getattr(value, "__wrapped__", None), name, out, depth)
+    elif isinstance(value, types.MethodType):
         _closure_containers(value, name, out, depth)
         if _stack_object(value.__self__):
             _attributes(value.__self__, f"{name}.__self__", out, depth + 1)

@@ -117,3 +117,52 @@ def freeze_imports() -> None:
     """Move every object alive now (modules, torch's globals) out of the collector's sight."""
     gc.collect()
     gc.freeze()
+
+
+def what_it_was(desc: str, kind: str) -> str:
+    """What a tracked object was, in words, from its kind and its path in the model: a weight, a
+    master weight, a module, a tensor of the model's state."""
+    path = desc.split(" (", 1)[0]
+    if ".master" in path:
+        return "a master weight"
+    if ".weight" in path:
+        return "a weight"
+    if kind == "model":
+        return "a model object" if " (Tensor " in desc else "a module"
+    return "a tensor of the model's state"
+
+
+class ActivationLog:
+    """The tensors of a model's steps the harness sees (each step's input and output gradient,
+    what ``forward_backward`` returned), by id while they live: a key found after the model died
+    can then be named as an activation's id. An address two of them had in turn keeps the later."""
+
+    def __init__(self):
+        self._refs: dict[int, tuple[weakref.ReferenceType, str]] = {}
+
+    def add(self, step: int, tensors: dict) -> None:
+        for name, t in tensors.items():
+            self._refs[id(t)] = (weakref.ref(t), _desc(t, f"{name} of step {step}"))
+
+    def dead(self) -> dict[int, str]:
+        """The ids of the logged activations that died, each with what it was."""
+        return {ident: desc for ident, (ref, desc) in self._refs.items() if ref() is None}
+
+
+def what_ids_were(tracked: list[TrackedObject], died_early: set[int], activations: dict[int, str]) -> dict[int, str]:
+    """For each dead id, what it was the id of, in words (for hygiene's lines). An activation's id
+    says so; an id of a model object that lived as long as its model is that object's (nothing
+    else had its address meanwhile); one whose object died before its model did is not known
+    (another object, an activation the harness did not see, may have been born there since)."""
+    out = {}
+    for o in tracked:
+        if o.ident in activations:
+            continue
+        if o.ident in died_early:
+            out[o.ident] = (f"what it was the id of is not known: {o.desc} died before its model did, and "
+                            f"other objects may have had its address since")
+        else:
+            out[o.ident] = f"the id of {what_it_was(o.desc, o.kind)}"
+    for ident, desc in activations.items():
+        out[ident] = "the id of an activation"
+    return out

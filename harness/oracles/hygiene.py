@@ -129,11 +129,15 @@ class Scan:
 
     failures: list[StaleEntry] = dataclasses.field(default_factory=list)
     notes: list[str] = dataclasses.field(default_factory=list)
+    walked: dict = dataclasses.field(default_factory=dict)     # every container scanned, by name
 
 
-def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryOrigins, case: str, model: int) -> Scan:
+def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryOrigins, case: str, model: int,
+                    ids_of: dict[int, str] | None = None) -> Scan:
     """The stale ids of :func:`stale_ids` and :func:`undeclared_stale_ids` in one pass, each line
-    naming the object whose id was stored and the case and model that stored it.
+    naming the object whose id was stored and the case and model that stored it, and what that
+    id was the id of (``ids_of``, :func:`harness.idreuse.tracker.what_ids_were`: a weight, a
+    module, an activation, or that it is not known).
 
     An entry first seen in this case is this case's failure. One an earlier case stored, in a
     container this case did not change, is a note (its failure was that case's, with that case's
@@ -145,6 +149,7 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
         return scan
     found = [(name, registry, "") for name, registry in declared.items()]
     found += [(name, c, UNDECLARED) for name, c in undeclared_containers(stack, declared).items()]
+    scan.walked = {name: container for name, container, _ in found}
     for name, container, suffix in found:
         ints = registry_ints(container)
         firsts = origins.update(name, container, ints, dead, case, model)
@@ -153,15 +158,16 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
                 continue
             origin = firsts[value]
             text = f"{place(name, where)} holds id {value:#x}"
+            what = f", {ids_of[value]}" if ids_of and value in ids_of else ""
             if origin.case != case and origins.changed_in(name) != case:
                 scan.notes.append(f"{text}, stored for {origin.stored_for or 'an object'} in case {origin.case}, "
                                   f"model {origin.model} (that case's finding), is now also the id of dead "
                                   f"{dead[value]} of model {model}")
             elif origin.model == model and origin.stored_for in (None, dead[value]):
-                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}, stored in case {case}, model {model}"
-                                                f"{suffix}", name))
+                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}{what}, stored in case {case}, "
+                                                f"model {model}{suffix}", name))
             else:
-                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}, stored for "
+                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}{what}, stored for "
                                                 f"{origin.stored_for or 'an object'} in case {origin.case}, model "
                                                 f"{origin.model}{suffix}", name))
     return scan

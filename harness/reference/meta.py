@@ -62,7 +62,8 @@ class ExpectedModel:
 
     What each step computes, where the reference knows it bit for bit: ``outputs[t]`` (the
     last layer's output), ``grad_inputs[t]`` (the first layer's dgrad) and ``weight_grads[t][i]``
-    (layer ``i``'s own weight gradient, before the data-parallel sum). An empty list means
+    (layer ``i``'s own weight gradient, before the data-parallel sum), ``bias_grads[t][i]``
+    (layer ``i``'s bias gradient, where it has a bias). An empty list means
     "not compared" (a stack whose GEMMs the reference cannot reproduce leaves them empty).
     """
 
@@ -71,6 +72,7 @@ class ExpectedModel:
     outputs: list[torch.Tensor]
     grad_inputs: list[torch.Tensor] = dataclasses.field(default_factory=list)
     weight_grads: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
+    bias_grads: list[list[torch.Tensor]] = dataclasses.field(default_factory=list)
 
     def step_outputs(self, step: int) -> dict[str, torch.Tensor]:
         """Step ``step``'s expected tensors by the names ``StepOutputs.named`` gives them."""
@@ -79,10 +81,10 @@ class ExpectedModel:
             out["output"] = self.outputs[step]
         if step < len(self.grad_inputs):
             out["grad_input"] = self.grad_inputs[step]
-        if step < len(self.weight_grads):
-            for i, g in enumerate(self.weight_grads[step]):
+        for field, grads in (("weight_grad", self.weight_grads), ("bias_grad", self.bias_grads)):
+            for i, g in enumerate(grads[step] if step < len(grads) else ()):
                 if g is not None:
-                    out[f"layer{i}.weight_grad"] = g
+                    out[f"layer{i}.{field}"] = g
         return out
 
 

@@ -4,7 +4,8 @@ Follows the summation order of the overlapped operations (harness/stacks/emulate
 an all-gather GEMM multiplies each gathered chunk on its own, dequantized with the *consumer's*
 scale_inv; a reduce-scatter sums per-chunk GEMMs in rank order. Computed: the casts (input,
 weight, output gradient), the amax reductions, and what each step returns -- the layer's output
-(its bias added), its input gradient (dgrad) and its weight gradient -- as well as the bias's own
+(its bias added), its input gradient (dgrad), its weight gradient and its bias gradient (at every
+step, the last included, where no later output would show a wrong one) -- as well as the bias's own
 SGD update (``b <- b + (-lr) * sum of the rows of dy``, starting from zeros), so a bias added
 twice, or left stale, shows in the output from the first step after an update on. Every rank's
 data come from seeds, so all ranks are simulated here without communicating.
@@ -77,7 +78,7 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
     # The bias: one per output column of a rank, zeros at construction (as TE initialises it).
     n_out = shapes["dy"][1]
     bias = [torch.zeros(n_out) for _ in ranks] if spec.bias else None
-    steps, outputs, grad_inputs, weight_grads = [], [], [], []
+    steps, outputs, grad_inputs, weight_grads, bias_grads = [], [], [], [], []
     for t in range(case.steps):
         casts = [{} for _ in ranks]
         for r in ranks:
@@ -106,7 +107,9 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
         steps.append({f"layer0.{role}": role_state(metas[rank][role], *casts[rank][role])
                       for role in ("input", "weight", "grad_output")})
         if bias is not None:
-            bias = [torch.add(bias[r], dys[r].sum(0), alpha=-spec.lr) for r in ranks]
+            bgrads = [dys[r].sum(0) for r in ranks]
+            bias_grads.append([bgrads[rank]])
+            bias = [torch.add(bias[r], bgrads[r], alpha=-spec.lr) for r in ranks]
         if not spec.weight_grad:
             weight_grads.append([None])
             continue
@@ -134,7 +137,7 @@ def expected_tp_model(case: CaseSpec, run_seed: int, world_size: int, rank: int,
                                             w_bytes[rank].clone(), w_sinv[rank].clone())}
     else:
         final = {"layer0.weight": RoleState(torch.zeros(0), torch.ones(()), torch.ones(()), master[rank].clone(), None)}
-    return ExpectedModel(steps, final, outputs, grad_inputs, weight_grads)
+    return ExpectedModel(steps, final, outputs, grad_inputs, weight_grads, bias_grads)
 
 
 def _forward(layout: str, casts: list[dict], rank: int, fmt, bias) -> torch.Tensor:

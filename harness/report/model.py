@@ -16,7 +16,8 @@ import os
 
 from harness.errors import UsageError
 from harness.files import write_atomic
-from harness.oracles.findings import PRECEDENCE, Failure
+from harness.oracles.findings import PRECEDENCE, Failure, Oracle
+from harness.oracles.retention import is_retention_warning
 
 
 # The JSON report's format. 2: every case carries its tensor table ("tensors",
@@ -120,7 +121,8 @@ class RunReport:
                 "models_built": sum(c.models_built for c in self.cases),
                 "reuse_events": sum(c.reuse_events for c in self.cases),
                 "reuse_misses": sum(c.reuse_misses for c in self.cases),
-                "retention_warnings": sum(len(c.warnings) for c in self.cases),
+                "retention_warnings": sum(map(is_retention_warning, (w for c in self.cases for w in c.warnings))),
+                "retention_failures": sum(Oracle.RETENTION in (c.oracles or ()) for c in self.cases),
             },
             "cases": [c.to_dict() for c in self.cases],
         }

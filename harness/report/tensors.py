@@ -17,7 +17,7 @@ each step returned, the final weights); ``python -m harness diff`` reads it back
 role's field (``layer0.weight|scale``: the snapshot's fields ``amax_history``, ``scale``,
 ``scale_inv``, ``fp8_bytes``, ``fp8_scale_inv``; after the last step the final weights'
 ``fp8_bytes`` and ``fp8_scale_inv``), or the name of what the step returned (``output``,
-``grad_input``, ``layer0.weight_grad``). A row holds one step of one model on one rank, its
+``grad_input``, ``layer0.weight_grad``, ``layer0.bias_grad``). A row holds one step of one model on one rank, its
 tensors in the order they were recorded, each ``INDEX:TOKEN`` when the reference compared it
 and ``INDEX~TOKEN`` when not (a stack whose reference leaves it out, or a run without the
 reference). A token is ``=`` and the bit pattern of a one-element tensor, or the first 12 hex

@@ -46,7 +46,8 @@ def print_summary(report: RunReport, stream=None) -> None:
     if "placement" in info:
         print(f"placement: {info['placement']['description']}", file=out)
     print(f"{t['cases']} cases, {t['models_built']} models built, {t['steps_compared']} steps compared bitwise, "
-          f"{t['reuse_events']} reuse events, {t['retention_warnings']} retention warnings", file=out)
+          f"{t['reuse_events']} reuse events, {t['retention_warnings']} retention warnings"
+          f"{'' if not t.get('retention_failures') else ', %d retention failures' % t['retention_failures']}", file=out)
     if t["reuse_events"] == 0 and t["cases"]:
         print("note: no id was reused in this run, so the id-reuse oracles were not exercised; forced reuse "
               "(--reuse symmetric or asymmetric) needs at least two models built in one process", file=out)
@@ -55,7 +56,8 @@ def print_summary(report: RunReport, stream=None) -> None:
               "a failure that needs that reuse may not have happened in those cases; see harness/idreuse/morgue.py",
               file=out)
     if t["retention_warnings"]:
-        print("note: retention warnings mean registries keep dead models' state alive; --strict makes them failures",
+        print("note: retention warnings mean registries keep dead models' state alive; --strict makes them failures "
+              "unless the stack keeps that registry on purpose (retained_on_purpose)",
               file=out)
     for reason, count in skip_reasons(report.cases).items():
         print(f"skipped: {count} case{'s' * (count != 1)}: {reason}", file=out)

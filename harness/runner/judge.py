@@ -20,6 +20,7 @@ import shlex
 from harness.oracles.crossrank import divergence_failure, drift_at_start, scale_disagreement
 from harness.oracles.exercised import not_exercised
 from harness.oracles.findings import COMMUNICATION, Failure, Oracle
+from harness.oracles.hidden_state import name_hidden_state
 from harness.oracles.isolation import alone_findings, isolation_failures
 from harness.oracles.recorded import check_recorded, reported_records
 from harness.report.model import CaseReport, group_digest, skipped, verdict
@@ -86,6 +87,7 @@ def judge(case, shared: GroupOutcome, isolated: dict | None, world: int, expecta
             alone = isolated.get(r)
             if alone is not None:
                 failures += isolation_failures(results[r], alone, r)
+    name_hidden_state(failures, results, isolated)
     return failures
 
 

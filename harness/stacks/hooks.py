@@ -59,6 +59,10 @@ class Traits:
     needs_one_host: Optional[Callable] = _hook(
         "needs_one_host(case) -> bool: whether the case's ranks must share one host (skipped, with the reason, "
         "when a launch spreads them over several). Default: every Userbuffers case does.")
+    retained_on_purpose: Optional[Any] = _hook(
+        "retained_on_purpose = {registry name: why}: registries (by their registries() name) that keep dead "
+        "models' state on purpose (the emulated amax buffers, modelling TE's); their growth is a retention "
+        "note, under --strict too, and any other growth a warning, a failure under --strict. Default: none.")
 
     # --- the defaults, where a caller wants one value whether or not the stack has the hook ------
     def model_objects_of(self, model) -> list:
@@ -66,6 +70,9 @@ class Traits:
 
     def one_host(self, case) -> bool:
         return bool(self.needs_one_host(case)) if self.needs_one_host is not None else case.model.userbuffers
+
+    def kept_on_purpose(self) -> dict:
+        return dict(self.retained_on_purpose or {})
 
     def check_world(self, world_size: int) -> None:
         if self.check_world_size is not None:

@@ -54,13 +54,15 @@ class StepOutputs:
 
     ``output``: the last layer's forward output; ``grad_input``: the gradient with respect to the
     step's input (the first layer's dgrad); ``weight_grads``: this rank's own weight gradient per
-    layer, before any data-parallel sum (None for a layer without one). A field left None is not
-    compared.
+    layer, before any data-parallel sum (None for a layer without one); ``bias_grads``: the
+    gradient of each layer's bias, as handed to the optimizer (None for a layer without a bias;
+    a stack without biases leaves the field None). A field left None is not compared.
     """
 
     output: Optional[torch.Tensor] = None
     grad_input: Optional[torch.Tensor] = None
     weight_grads: Optional[Sequence[Optional[torch.Tensor]]] = None
+    bias_grads: Optional[Sequence[Optional[torch.Tensor]]] = None
 
     @classmethod
     def of(cls, returned: Any) -> "StepOutputs":
@@ -75,7 +77,8 @@ class StepOutputs:
                         f"the output tensor or None")
 
     def named(self) -> dict[str, torch.Tensor]:
-        """The returned tensors by name: ``output``, ``grad_input``, ``layer{i}.weight_grad``."""
+        """The returned tensors by name: ``output``, ``grad_input``, ``layer{i}.weight_grad``,
+        ``layer{i}.bias_grad``."""
         out = {}
         if self.output is not None:
             out["output"] = self.output
@@ -84,6 +87,9 @@ class StepOutputs:
         for i, g in enumerate(self.weight_grads or ()):
             if g is not None:
                 out[f"layer{i}.weight_grad"] = g
+        for i, g in enumerate(self.bias_grads or ()):
+            if g is not None:
+                out[f"layer{i}.bias_grad"] = g
         return out
 
 

@@ -16,6 +16,7 @@ import os
 import shutil
 import time
 
+from harness.oracles.retention import is_retention_warning
 from harness.report.model import CaseReport, RunReport
 from harness.report.stress_file import StressFile
 from harness.report.stress_failure import FailureRecord, Original
@@ -65,7 +66,7 @@ class StressRecord:
             models_built=report.models_built, steps_compared=report.steps_compared,
             duration_s=round(report.duration_s, 4), wall_s=round(finished_s - started_s, 4),
             started_s=round(started_s, 3), finished_s=round(finished_s, 3),
-            retention_warnings=len(report.warnings), skip_reason=report.skip_reason, detail=detail)
+            retention_warnings=sum(map(is_retention_warning, report.warnings)), skip_reason=report.skip_reason, detail=detail)
         self.cases.append(entry)
         # kept for the JUnit report; a night of cases would hold every case's tensor table in memory
         self.case_reports.append(dataclasses.replace(report, tensors={}) if report.tensors else report)

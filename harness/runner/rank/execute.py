@@ -39,12 +39,13 @@ from harness.errors import DeadlineExceeded, HarnessError
 from harness.frames import innermost_site, user_traceback
 from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.shells import placeable, placing
-from harness.idreuse.tracker import collect, walk_model
+from harness.idreuse.tracker import ActivationLog, collect, walk_model, what_ids_were
 from harness.oracles.findings import HOLDS_DEAD_ID, REFERENCE_DIFFERS, SURVIVOR, Failure, Oracle
+from harness.oracles.hidden_state import container_summary
 from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
-from harness.oracles.retention import growth, retained_state
+from harness.oracles.retention import RETENTION_NOTE, describe_growth, growth, retained_state, split_growth
 from harness.reference import expected_model
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
@@ -116,13 +117,14 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
         # what the registries were before anything of this case ran: the judge compares it between
         # ranks, so drift that the case before left is charged to that case
         run.result.start_registries = registry_summary(run.call("registries", state.stack.registries))
+        run.result.start_containers = container_summary(state.stack)
         watch = getattr(state.ledger.precheck, "watch", None)     # (a fault's wrapper has none)
         if watch is not None:
             watch(state.stack)
         sizes_before = state.registry_sizes.before_case(state.stack)
         for m in range(case.models):
             built = _build(run, m)
-            _steps(run, built.model, m)
+            _steps(run, built, m)
             _death(run, built, m)
     except Exception as exc:  # a crash of the stack under test is a result, not a harness error
         run.fail(classify(exc), describe_exception(exc, run.method, state.stack), **exception_identity(exc))
@@ -157,6 +159,8 @@ class _Built:
     model: object
     targets: list
     tracked: list
+    activations: ActivationLog = dataclasses.field(default_factory=ActivationLog)
+    died_early: set = dataclasses.field(default_factory=set)     # tracked ids dead before the model died
 
 
 def _build(run: _CaseRun, m: int) -> _Built:
@@ -203,9 +207,10 @@ def _build(run: _CaseRun, m: int) -> _Built:
     return _Built(model, targets, tracked)
 
 
-def _steps(run: _CaseRun, model, m: int) -> None:
+def _steps(run: _CaseRun, built: _Built, m: int) -> None:
     """Phase 2: every step of model ``m``, its FP8 state compared with the reference."""
     state, case, result = run.state, run.case, run.result
+    model = built.model
     settings = state.settings
     t0 = time.perf_counter()
     hooks = traits(state.stack)
@@ -224,6 +229,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
         t0 = time.perf_counter()
         x, dy = _step_data(case, state, m, t)
         returned = StepOutputs.of(run.call("forward_backward", state.stack.forward_backward, model, x, dy)).named()
+        built.activations.add(t, {"input": x, "grad_output": dy, **returned})
         snap = run.call("snapshot", state.stack.snapshot, model)
         run.timed("stack", t0)
         t0 = time.perf_counter()
@@ -248,6 +254,7 @@ def _steps(run: _CaseRun, model, m: int) -> None:
             if mismatch and run.first_reference_failure():
                 run.fail(Oracle.REFERENCE, mismatch, step=t, model=m, kind=REFERENCE_DIFFERS)
             run.timed("reference", t0)
+    built.died_early = {o.ident for o in built.tracked if not o.alive()}
     final = run.call("final_weights", state.stack.final_weights, model)
     fold_digests(run.digest, recorder.final(m, final))
     if expected is not None:
@@ -283,8 +290,10 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     collect()
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
-    scan = scan_registries(state.stack, run.call("registries", state.stack.registries), dead, state.entry_origins,
-                           run.case.name, m)
+    activations = built.activations.dead()
+    scan = scan_registries(state.stack, run.call("registries", state.stack.registries), {**dead, **activations},
+                           state.entry_origins, run.case.name, m, what_ids_were(tracked, built.died_early, activations))
+    run.result.model_containers.append(container_summary(state.stack, scan.walked))
     for found in scan.failures[:8]:
         run.fail(Oracle.HYGIENE, found.line, model=m, kind=HOLDS_DEAD_ID, registry=found.registry)
     run.result.warnings += [f"hygiene: {line}" for line in scan.notes[:4]]
@@ -322,14 +331,18 @@ def _retention(run: _CaseRun, sizes_before: dict) -> None:
     sizes_after = state.registry_sizes.after_case(state.stack)
     grew = growth(sizes_before, sizes_after)
     result.retention = {"growth": grew, "retained_tensors": run.retained[0], "retained_bytes": run.retained[1]}
-    if grew and run.retained[0]:
-        names = ", ".join(f"{k} +{v['entries']} entries (+{v['bytes']} B)" for k, v in grew.items())
-        line = (f"{run.retained[0]} tensors ({run.retained[1]} B) of this case's dead models stay alive; "
-                f"registries grew by: {names}")
-        if state.settings.strict:
-            run.fail(Oracle.RETENTION, line, kind="dead models' state stays alive as registries grow")
-        else:
-            result.warnings.append(line)
+    if not (grew and run.retained[0]):
+        return
+    kept, other = split_growth(grew, traits(state.stack).kept_on_purpose())
+    line = (f"{run.retained[0]} tensors ({run.retained[1]} B) of this case's dead models stay alive; "
+            f"registries grew by: {', '.join(describe_growth(g) for g in (other, kept) if g)}")
+    if not other:
+        result.warnings.append(f"{RETENTION_NOTE}{line} (kept on purpose by the stack)")
+    elif state.settings.strict:
+        run.fail(Oracle.RETENTION, line, kind="dead models' state stays alive as registries grow",
+                 registry=sorted(other)[0])
+    else:
+        result.warnings.append(f"{RETENTION_NOTE}{line}")
 
 
 def leftover_threads(before: set) -> str:

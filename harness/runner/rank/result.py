@@ -33,6 +33,8 @@ class RankResult:
     states: dict = dataclasses.field(default_factory=dict)   # records for the judge's reference check
     tensors: dict = dataclasses.field(default_factory=dict)  # each tensor's token for the report (no bytes)
     start_registries: dict = dataclasses.field(default_factory=dict)   # registry summary as the case began
+    start_containers: dict = dataclasses.field(default_factory=dict)   # every container's, as the case began
+    model_containers: list = dataclasses.field(default_factory=list)   # ... after each model died
 
     def to_dict(self) -> dict:
         try:

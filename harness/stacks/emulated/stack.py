@@ -24,6 +24,13 @@ class EmulatedStack:
     capabilities = Capabilities(scalings=("delayed",),
                                 why={"scaling": "the emulated stacks implement TE's delayed scaling only"})
 
+    # TE's global amax buffers and autocast arguments keep every (recipe, group) key ever seen and
+    # the metas of dead models in it; the emulated ones model that (docs/design.md, "What the fix left").
+    retained_on_purpose = {
+        "amax_buffers.buffers": "models TE's global amax buffers, which keep dead models' metas",
+        "amax_buffers.autocast_arguments": "models TE's autocast arguments, kept for every key ever seen",
+    }
+
     def __init__(self, buggy: bool):
         self.buggy = buggy
         self.name = "emulated-buggy" if buggy else "emulated-patched"

@@ -167,7 +167,8 @@ class TPModel:
             out = self.layers[0].forward(x)
         grad_input = self.layers[0].backward(dy)
         reduce_backward()
-        return StepOutputs(output=out, grad_input=grad_input, weight_grads=[self.layers[0].wgrad])
+        return StepOutputs(output=out, grad_input=grad_input, weight_grads=[self.layers[0].wgrad],
+                           bias_grads=[self.layers[0].bgrad])
 
 
 def build_tp_model(stack, spec, ctx) -> TPModel:
