@@ -81,6 +81,8 @@ DRY = {
     "-m harness run --json r.json": ("torchrun --help", "two hosts"),
     "mpirun -np 16 -hosts node0,node1 python -m harness run --json r.json": ("mpirun --help", "two hosts"),
     "python -m harness bench --json bench.json": ("python -m harness bench --help", "about 100 s or more"),
+    "pytest -p harness.sentinel --sentinel-scan PKG[,PKG...]":
+        ("pytest -p harness.sentinel --help", "PKG stands for the package the reader's own tests test"),
 }
 
 
