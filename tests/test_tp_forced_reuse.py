@@ -1,0 +1,34 @@
+"""Forced id reuse in the tensor-parallel (Userbuffers) family of the plain run.
+
+Known bad: ``tests/planted/tp_gemm_id_cache.py`` memoises the weight the TP layer's GEMMs
+multiply by on the weight storage's id (and version), in an ``lru_cache`` no scan sees. Models
+built in turn rarely take a dead weight's id by themselves; the Userbuffers cases that force
+reuse (``userbuffers/reuse-*``) put every later model's weight on a dead one's address, so the
+GEMM reads a dead model's weight and the reference oracle fails, in every run.
+"""
+
+from __future__ import annotations
+
+from harness.case.catalog import builtin_cases, select_cases
+from harness.runner.config import RunConfig
+from harness.runner.session import run
+
+
+def _run(sut: str):
+    cases = select_cases(builtin_cases(world_size=2), "userbuffers")
+    return run(RunConfig(sut=sut, launcher="spawn", world_size=2, isolation=False, cases=cases, reuse="natural",
+                         deadline_s=5.0))
+
+
+def test_a_weight_cache_read_only_by_the_tp_gemm_is_caught_by_the_plain_run():
+    report = _run("tests.planted.tp_gemm_id_cache:STACK")
+    failed = [c for c in report.cases if c.outcome == "failed"]
+    assert failed and all(c.oracle == "reference" for c in failed), [(c.name, c.oracle, c.detail[:300]) for c in failed]
+    assert any(c.name.startswith("userbuffers/reuse-") for c in failed), [c.name for c in failed]
+
+
+def test_the_patched_stack_passes_the_tp_cases_that_force_reuse():
+    report = _run("emulated-patched")
+    forced = [c for c in report.cases if c.name.startswith("userbuffers/reuse-")]
+    assert forced and all(c.outcome == "passed" for c in forced), [(c.name, c.detail[:300]) for c in forced]
+    assert all(c.reuse_events > 0 for c in forced), [(c.name, c.reuse_events) for c in forced]
