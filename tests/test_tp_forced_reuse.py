@@ -4,7 +4,7 @@ Known bad: ``tests/planted/tp_gemm_id_cache.py`` memoises the weight the TP laye
 multiply by on the weight storage's id (and version), in an ``lru_cache`` no scan sees. Models
 built in turn rarely take a dead weight's id by themselves; the Userbuffers cases that force
 reuse (``userbuffers/reuse-*``) put every later model's weight on a dead one's address, so the
-GEMM reads a dead model's weight and the reference oracle fails, in every run.
+GEMM reads a dead model's weight and every such case fails, in every run.
 """
 
 from __future__ import annotations
@@ -22,9 +22,14 @@ def _run(sut: str):
 
 def test_a_weight_cache_read_only_by_the_tp_gemm_is_caught_by_the_plain_run():
     report = _run("tests.planted.tp_gemm_id_cache:STACK")
-    failed = [c for c in report.cases if c.outcome == "failed"]
-    assert failed and all(c.oracle == "reference" for c in failed), [(c.name, c.oracle, c.detail[:300]) for c in failed]
-    assert any(c.name.startswith("userbuffers/reuse-") for c in failed), [c.name for c in failed]
+    forced = {c.name: c for c in report.cases if c.name.startswith("userbuffers/reuse-")}
+    # every forced case fails; the symmetric one (every model's weight where a dead one of its own
+    # shape was) on the GEMM's output, the asymmetric one on whatever a dead weight of another
+    # case's shape does to its GEMM (a shape error on one rank, its peer left waiting)
+    assert forced and all(c.outcome == "failed" for c in forced.values()), \
+        [(c.name, c.outcome, c.detail[:300]) for c in report.cases]
+    symmetric = forced["userbuffers/reuse-column-symmetric"]
+    assert symmetric.oracle == "reference" and "model 1, step 0: output[" in symmetric.detail, symmetric.detail
 
 
 def test_the_patched_stack_passes_the_tp_cases_that_force_reuse():

@@ -133,6 +133,9 @@ class Stack(Protocol):
     # step, what the stack checks of its own state against the reference it knows (TE 1.x: each
     # FP8 weight's scale updated only at the moments its release defines); a line is a
     # ``reference`` failure at that step, None passes.
+    # Optional: renews_group = True -- the process group the stack receives is one made for it,
+    # destroyed and made anew at the end of every case (harness.runner.rank.group_death); the
+    # stack must take each model's group from its BuildContext. Default: the default group, for life.
     # Optional: def model_objects(self, model) -> list -- objects that must die with the model
     # (layers, parameters); the hygiene oracle checks them with weak references. Without it,
     # the model root and every torch.nn.Module reachable from it are checked.

@@ -24,6 +24,9 @@ class EmulatedStack:
     capabilities = Capabilities(scalings=("delayed",),
                                 why={"scaling": "the emulated stacks implement TE's delayed scaling only"})
 
+    # The process group it receives dies between cases (harness.runner.rank.group_death).
+    renews_group = True
+
     def __init__(self, buggy: bool):
         self.buggy = buggy
         self.name = "emulated-buggy" if buggy else "emulated-patched"
