@@ -89,7 +89,9 @@ def _strategies(caps: Capabilities) -> dict:
         "construction": _one_of(c for c in CONSTRUCTION_ORDER if Construction(c) in caps.constructions),
         "scaling": _one_of(caps.drawn_scalings()),
         "batch": math.lcm(BATCH, caps.batch_multiple),
-        "userbuffers": _flags(sorted(caps.userbuffers)),
+        # Only where the declaration is the whole story: TE refuses most Userbuffers shapes through
+        # its ``declines`` (square layers, chunks of 16), and stress draws only cases a stack runs.
+        "userbuffers": _flags(sorted(caps.userbuffers)) if caps.declines is None else st.just(False),
     }
 
 
@@ -136,8 +138,8 @@ def _userbuffers_model(model: ModelSpec, caps: Capabilities) -> st.SearchStrateg
 def case_specs(name: str = PLACEHOLDER, capabilities: Capabilities = UNDECLARED) -> st.SearchStrategy[CaseSpec]:
     """One case the stack runs, by its declaration; the caller renames it (its name seeds its data).
 
-    Data-parallel Linear stacks, or (where the stack runs them) one tensor-parallel Userbuffers
-    layer, with or without a bias; either may run on for :data:`_CYCLES` models more.
+    Data-parallel Linear stacks, or (where the stack declares them and no refusal of its own) one
+    tensor-parallel Userbuffers layer, with or without a bias; either may run on for :data:`_CYCLES` models more.
     """
     return _case_specs(name, capabilities)
 

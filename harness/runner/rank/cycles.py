@@ -1,5 +1,11 @@
 """A long-lived process in one case: ``CaseSpec.cycles`` more models in a light loop.
 
+A case with cycles starts from an empty stack (its registries emptied, its communicators
+destroyed, as ``--reset-between-cases`` does), so that what it costs is its own: a TE-like stack
+reduces every autocast key the process has seen at each autocast exit, and the 600 exits of the
+loop over the dozen recipes of the cases before it cost five times the loop itself. The
+communicators it creates then count their operations from 0, in the run and in its repro alike.
+
 After a case's models (each with the four phases of :mod:`harness.runner.rank.execute`), the
 same stack builds, trains and destroys ``cycles`` more models in turn, with none of the per-model
 work that makes a model of a case cost what it does: no reuse accounting, no per-step reference

@@ -98,7 +98,8 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     started = time.perf_counter()
     checks_before = state.ledger.check_s
     state.morgue.configure(run.reuse, state.rank)
-    if state.settings.reset_between_cases:
+    if state.settings.reset_between_cases or case.cycles:
+        # a long-lived process starts from an empty stack (harness.runner.rank.cycles)
         state.stack.reset()
         state.registry_sizes.forget()
     state.ledger.begin_case(case.name)
