@@ -8,15 +8,11 @@ like one keyed by a dead tensor's, and the hygiene oracle says so, naming the gr
 
 from __future__ import annotations
 
-from harness.case.catalog import builtin_cases, select_cases
-from harness.runner.config import RunConfig
-from harness.runner.session import run
+from tests.planted.runs import plain_selection
 
 
 def _run(sut: str):
-    cases = select_cases(builtin_cases(world_size=2), "delayed/hybrid-h1 or repro/prelude or repro/hygiene")
-    return run(RunConfig(sut=sut, launcher="spawn", world_size=2, isolation=False, cases=cases, reuse="natural",
-                         deadline_s=5.0))
+    return plain_selection(sut, "delayed/hybrid-h1 or repro/prelude or repro/hygiene")
 
 
 def test_a_registry_keyed_by_a_dead_groups_id_fails_hygiene():

@@ -9,26 +9,15 @@ replays the operations the failure needed) fails the same way in a fresh process
 
 from __future__ import annotations
 
-import json
-import os
-import shlex
-import subprocess
-import sys
-
 import pytest
 
-from harness.case.catalog import builtin_cases, select_cases
-from harness.runner.config import RunConfig
-from harness.runner.session import run
+from tests.planted.runs import plain_selection, run_repro
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WRAPS = {64: "WRAPS_AT_64", 128: "WRAPS_AT_128", 256: "WRAPS_AT_256"}
 
 
 def _run(sut: str):
-    cases = select_cases(builtin_cases(world_size=2), "userbuffers")
-    return run(RunConfig(sut=sut, launcher="spawn", world_size=2, isolation=False, cases=cases, reuse="natural",
-                         deadline_s=3.0))
+    return plain_selection(sut, "userbuffers", deadline_s=3.0)
 
 
 def _wrapped(report, wrap: int):
@@ -46,14 +35,8 @@ def test_a_counter_that_wraps_is_met_by_the_plain_run(wrap):
 
 def test_the_wrapping_counters_repro_fails_in_a_fresh_process(tmp_path):
     case = _wrapped(_run("tests.planted.ub_counter_wraps:WRAPS_AT_256"), 256)
-    argv = shlex.split(case.repro)
-    assert argv[:4] == ["python", "-m", "harness", "run"], case.repro
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p))
-    out = tmp_path / "repro.json"
-    again = subprocess.run([sys.executable] + argv[1:] + ["--json", str(out)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=300)
+    again, ran = run_repro(case.repro, tmp_path / "repro.json")
     assert again.returncode == 1, again.stdout + again.stderr
-    [ran] = json.loads(out.read_text())["cases"]
     assert ran["outcome"] == "failed" and "(counter 0, expected 256)" in ran["detail"], ran
 
 

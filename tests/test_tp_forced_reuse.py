@@ -9,15 +9,11 @@ GEMM reads a dead model's weight and every such case fails, in every run.
 
 from __future__ import annotations
 
-from harness.case.catalog import builtin_cases, select_cases
-from harness.runner.config import RunConfig
-from harness.runner.session import run
+from tests.planted.runs import plain_selection
 
 
 def _run(sut: str):
-    cases = select_cases(builtin_cases(world_size=2), "userbuffers")
-    return run(RunConfig(sut=sut, launcher="spawn", world_size=2, isolation=False, cases=cases, reuse="natural",
-                         deadline_s=5.0))
+    return plain_selection(sut, "userbuffers")
 
 
 def test_a_weight_cache_read_only_by_the_tp_gemm_is_caught_by_the_plain_run():

@@ -170,5 +170,5 @@ def describe(case: CaseSpec) -> str:
 
 def complexity(case: CaseSpec) -> dict:
     """What shrinking reduces, for the report."""
-    return {"steps": case.steps, "models": case.models, "cycles": case.cycles, "layers": len(case.model.dims) - 1,
+    return {"steps": case.steps, "models": case.models, "layers": len(case.model.dims) - 1,
             "recipe": case.model.recipe.short()}

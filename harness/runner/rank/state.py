@@ -111,8 +111,6 @@ class RankState:
         """Join this rank's gloo process group through ``store`` and set up the precheck
         (``exchange``: how its messages travel, :mod:`harness.collectives.exchange`; the store's
         keys unless given)."""
-        import torch.distributed as dist
-
         from harness.collectives.precheck import CollectivePrecheck
 
         self._store = store
