@@ -75,8 +75,7 @@ def isolated_request(case, token: str, store: dict | None) -> dict:
 
 
 def isolated_timeout(deadline_s: float, case=None) -> float:
-    """How long a rank waits for its zygote's answer: the case's waits, several times over, and
-    a second for each model of its light loop (``CaseSpec.cycles``; one takes 0.04 s idle)."""
+    """How long a rank waits for its zygote's answer: the case's waits, several times over, a second a cycle."""
     return deadline_s * 4 + 30 + (case.cycles if case is not None else 0)
 
 
