@@ -47,7 +47,6 @@ from harness.oracles.reference import compared_names, final_mismatch, step_misma
 from harness.oracles.retention import growth, retained_state
 from harness.reference import expected_model
 from harness.runner.rank.cycles import run_cycles
-from harness.runner.rank.group_death import end_group
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
 from harness.stacks.protocol import BuildContext, StepOutputs
@@ -130,12 +129,6 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
             run.result.tensors = run.recorder.to_dict()     # what the report keeps; isolation needs none
         run.timed("reference", t0)
     _retention(run, sizes_before)
-    if not alone:
-        try:
-            end_group(run)
-        except Exception as exc:
-            run.fail(classify(exc), f"the process group's death: {type(exc).__name__}: {exc}\n{user_traceback(exc)}",
-                     **exception_identity(exc))
     leftover = leftover_threads(threads_before)
     if leftover:
         run.fail(Oracle.LIVENESS, leftover, kind="the case left threads running")
