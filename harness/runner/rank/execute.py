@@ -35,8 +35,6 @@ import torch
 from harness.case.data import initial_weights, step_grad_output, step_inputs, tp_shapes, tp_tensor
 from harness.case.spec import CaseSpec
 from harness.collectives.registry_digest import registry_summary
-from harness.errors import DeadlineExceeded, HarnessError
-from harness.frames import innermost_site, user_traceback
 from harness.idreuse.morgue import ReusePolicy, forcing_window
 from harness.idreuse.shells import placeable, placing
 from harness.idreuse.tracker import ActivationLog, collect, walk_model, what_ids_were
@@ -47,10 +45,11 @@ from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
 from harness.oracles.retention import RETENTION_NOTE, describe_growth, growth, retained_state, split_growth
 from harness.reference import expected_model
+from harness.runner.rank.exceptions import classify, describe_exception, exception_identity
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
 from harness.stacks.hooks import traits
-from harness.stacks.protocol import BuildContext, StepOutputs, StackReturnError, checked_return
+from harness.stacks.protocol import BuildContext, StepOutputs, checked_return
 
 __harness_hidden__ = True
 
@@ -368,40 +367,3 @@ def leftover_threads(before: set) -> str:
         if frame is not None:
             lines += ["    " + line for line in "".join(traceback.format_stack(frame, limit=8)).rstrip().splitlines()]
     return "\n".join(lines)
-
-
-def exception_identity(exc: BaseException) -> dict:
-    """The identity of the failure an exception out of the stack's code becomes: what the
-    harness's own error says of itself, else its type and where it was raised."""
-    if isinstance(exc, HarnessError) and exc.kind:
-        return {"kind": f"{type(exc).__name__}: {exc.kind}", "site": exc.site, "collective": exc.collective}
-    return {"kind": type(exc).__name__, "site": innermost_site(exc)}
-
-
-def describe_exception(exc: BaseException, method: str | None, stack) -> str:
-    """A case's failure text for ``exc``: which of the stack's methods raised it (``method``, None
-    when it came from the harness between two calls), the exception, and the last frames of the
-    stack's own code (the harness's frames left out)."""
-    text = f"{type(exc).__name__}: {exc}"
-    if method is not None and not isinstance(exc, StackReturnError) and classify(exc) == Oracle.ERROR:
-        text = f"{type(stack).__name__}.{method}() raised {text}"
-    frames = user_traceback(exc)
-    return f"{text}\n{frames}" if frames else text
-
-
-def classify(exc: BaseException) -> str:
-    """The oracle an exception out of the stack's code stands for."""
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, DeadlineExceeded) or "Timed out" in text or "timed out" in text:
-        return Oracle.LIVENESS
-    if type(exc).__name__ == "CollectiveMismatch":
-        return Oracle.CROSS_RANK
-    if type(exc).__name__ == "PeerLeftCase":
-        return Oracle.ERROR          # the peer's own failure is the finding; this rank only saw it go
-    if type(exc).__name__ == "BufferIntegrityError":
-        return Oracle.BUFFER_INTEGRITY
-    if "Connection closed by peer" in text or "Connection reset" in text:
-        return Oracle.LIVENESS       # the peer process is gone (the precheck keeps mismatches out of gloo)
-    if "doesn't match" in text:
-        return Oracle.CROSS_RANK
-    return Oracle.ERROR
