@@ -104,4 +104,4 @@ def shared_gpu_reason(placed, overlap: bool = True) -> str | None:
     if placed is None or not placed.shared:
         return None
     return (f"--sut te: {placed.local_ranks} ranks share {placed.gpus} GPU{'s' * (placed.gpus > 1)} here; "
-            + _placement.shared_gpu_reason(True, overlap))
+            + _placement.shared_gpu_reason(overlap))

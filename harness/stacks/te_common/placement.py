@@ -113,6 +113,7 @@ def local_rank(rank: int, environ=None) -> int:
     return found if found is not None else rank
 
 
-def shared_gpu_reason(needs_peers: bool, overlap: bool) -> str:
-    """Why a case that needs distinct GPUs is declined where ranks share one."""
-    return UB_ON_SHARED_GPU if (needs_peers and overlap) else NCCL_ON_SHARED_GPU
+def shared_gpu_reason(overlap: bool) -> str:
+    """Why a tensor-parallel case is declined where ranks share a GPU: its Userbuffers (overlap on)
+    or its NCCL collectives (overlap off) need a GPU per rank."""
+    return UB_ON_SHARED_GPU if overlap else NCCL_ON_SHARED_GPU
