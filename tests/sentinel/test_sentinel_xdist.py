@@ -9,7 +9,32 @@ import pytest
 
 pytest_plugins = ["pytester"]
 
-TOYPKG = "LEAKY = {}\n\n\nclass Weight:\n    pass\n\n\ndef register(obj):\n    LEAKY[id(obj)] = 1\n"
+TOYPKG = """
+LEAKY = {}
+
+
+class Weight:
+    pass
+
+
+# One class per size class of CPython's small-object allocator (the GC header, the object
+# header, 8 bytes a slot and the weak reference: 48, 64, ..., 144 bytes). pymalloc hands a
+# freed block to the next object of the same size class, so a Weight registered in one test
+# could land on the block of one that leaked in an earlier test; its key would then already be
+# there, one entry for two registrations, and the suite's count of findings would depend on
+# where the allocator put an object. With a size class each, no registered object can land on
+# another's block.
+KINDS = [type(f"Weight{n}", (), {"__slots__": tuple(f"s{i}" for i in range(1 + 2 * n)) + ("__weakref__",)})
+         for n in range(7)]
+
+
+def weight(n):
+    return KINDS[n]()
+
+
+def register(obj):
+    LEAKY[id(obj)] = 1
+"""
 
 # Two files of leaks and one entry whose object lives in a session fixture: it dies when the
 # worker that ran its test tears the session fixtures down, and is reported there.
@@ -19,7 +44,7 @@ import toypkg
 
 @pytest.mark.parametrize("n", range(3))
 def test_leak(n):
-    toypkg.register(toypkg.Weight())
+    toypkg.register(toypkg.weight(FIRST + n))
 
 def test_clean():
     pass
@@ -30,7 +55,7 @@ import toypkg
 
 @pytest.fixture(scope="session")
 def kept():
-    yield toypkg.Weight()
+    yield toypkg.weight(6)
 
 def test_registers_a_live_one(kept):
     toypkg.register(kept)
@@ -41,7 +66,8 @@ def test_registers_a_live_one(kept):
 def suite(pytester: pytest.Pytester, tmp_path, monkeypatch) -> pytest.Pytester:
     monkeypatch.setenv("HARNESS_SENTINEL_CACHE", str(tmp_path / "scan-cache"))
     pytester.mkpydir("toypkg").joinpath("__init__.py").write_text(TOYPKG)
-    pytester.makepyfile(test_a=LEAKS, test_b=LEAKS.replace("test_leak", "test_other_leak"), test_c=LATE)
+    pytester.makepyfile(test_a="FIRST = 0\n" + LEAKS,
+                        test_b="FIRST = 3\n" + LEAKS.replace("test_leak", "test_other_leak"), test_c=LATE)
     pytester.makeini("[pytest]\npythonpath = .\n")
     return pytester
 
