@@ -47,11 +47,44 @@ def test_world_size_goes_to_every_run_and_the_cross_rank_steps_run_three_times()
     assert sum("-m harness.bench.phases" in line for line in lines) == 3
 
 
+def test_te_2x_runs_the_catalogue_userbuffers_and_the_cross_rank_repro_by_default():
+    done = run("--dry-run", "--sut", "te", "--world-size", "2")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 9, lines
+    assert all("--sut te --world-size 2 --deadline 60" in line for line in lines[:4])
+    assert "--cases userbuffers" in lines[3]
+    assert all("--sut te-buggy --world-size 2 --deadline 60 --reuse asymmetric --cases repro/cross-rank" in line
+               for line in lines[4:])
+
+
+def test_stress_runs_at_the_world_size_and_at_one_side_by_side():
+    lines = run("--dry-run", "--sut", "te", "--world-size", "2", "stress").stdout.splitlines()
+    assert [line.split("--world-size ")[1].split()[0] for line in lines] == ["2", "1"], lines
+    assert len(run("--dry-run", "--sut", "te", "stress").stdout.splitlines()) == 1   # world size 1: once
+
+
+def test_a_spent_budget_skips_the_runs_and_still_writes_the_summary(tmp_path):
+    out = tmp_path / "out"
+    done = run("--sut", "te", "--budget", "1", "plain", out=str(out))
+    assert done.returncode == 0, done.stderr
+    summary = (out / "summary.txt").read_text()
+    assert summary.count("not run: the budget of 1 s is spent") == 3, summary
+    assert (out / "logs.tar.gz").exists() and (out / "reports.tar.gz").exists()
+    assert not list(out.glob(".logs.*")) and not list(out.glob(".reports.*"))
+
+
 def test_bad_input_is_one_line_and_exit_2():
     for args, out, message in ((("bogus",), "/tmp/x", "unknown step 'bogus'"),
                                (("--frobnicate",), "/tmp/x", "unknown option --frobnicate"),
                                (("probe",), None, "set OUT"),
                                (("--world-size", "0"), "/tmp/x", "--world-size needs a whole number >= 1"),
-                               (("--world-size",), "/tmp/x", "--world-size needs a whole number >= 1")):
+                               (("--world-size",), "/tmp/x", "--world-size needs a whole number >= 1"),
+                               (("--sut", "te2"), "/tmp/x", "--sut is te1 or te"),
+                               (("--budget", "-3"), "/tmp/x", "--budget needs a whole number of seconds >= 1"),
+                               (("--sut", "te", "probe"), "/tmp/x", "step 'probe' is for --sut te1"),
+                               (("--sut", "te", "own-tests"), "/tmp/x", "step 'own-tests' is for --sut te1"),
+                               (("userbuffers",), "/tmp/x", "step 'userbuffers' is for --sut te"),
+                               (("cross-rank",), "/tmp/x", "step 'cross-rank' is for --sut te")):
         done = run(*args, out=out)
         assert done.returncode == 2 and message in done.stderr and done.stderr.count("\n") == 1, done.stderr
