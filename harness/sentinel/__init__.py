@@ -21,7 +21,8 @@ What happens per test (:mod:`.watch`):
 
 1. Before fixtures are set up, the ints already in the registries are noted; they belong to
    earlier tests and are not judged again.
-2. While the test runs (fixtures included), the builtin ``id`` is wrapped (:mod:`.id_hook`):
+2. While the test runs (fixtures included), the builtin ``id`` is wrapped (:mod:`.id_hook`; the
+   stand-in inspects, pickles and copies as the builtin, so the suite's outcomes do not change):
    every object whose id is taken is remembered with a weak reference, its type and the line
    that called ``id()``. Nothing is kept alive. A dead remembered object whose address a new
    object takes while the registries still hold it is recorded as a reuse -- exactly the bug

@@ -21,6 +21,35 @@ MAX_OBSERVED = 200_000
 _real_id = builtins.id
 
 
+class IdStandIn:
+    """What ``builtins.id`` is while a test runs: the builtin's answer, and ``observe(obj, address)``
+    told of it. A callable object, not a Python function, so that code inspecting ``id`` sees
+    what it sees of the builtin: ``inspect.isfunction`` and ``inspect.ismethod`` are false (joblib's
+    ``Memory.cache(id)`` then takes the builtin's path), its signature is ``(obj, /)``, it pickles
+    and copies as the global ``builtins.id``, and its name, module, doc and repr are the builtin's."""
+
+    def __init__(self, observe: Callable[[Any, int], None]):
+        self._observe = observe
+        self.__name__ = self.__qualname__ = _real_id.__name__
+        self.__module__ = _real_id.__module__
+        self.__doc__ = _real_id.__doc__
+        self.__self__ = _real_id.__self__
+
+    def __call__(self, obj, /):
+        address = _real_id(obj)
+        try:
+            self._observe(obj, address)
+        except Exception:  # watching must never change what the code under test sees
+            pass
+        return address
+
+    def __reduce__(self) -> str:
+        return _real_id.__name__    # pickle and copy: the global builtins.id, whatever it is then
+
+    def __repr__(self) -> str:
+        return repr(_real_id)
+
+
 class IdWatch:
     """One test's memory of the ids it took. ``holds(address)`` names the registry entries
     (registry name, where) that hold an address and were not there before the test."""
@@ -43,18 +72,7 @@ class IdWatch:
         if self.hooked:
             return
         self.tracing = tracemalloc.is_tracing()
-        observe = self._observe
-
-        def id(obj, /):  # noqa: A001 - it stands in for the builtin
-            address = _real_id(obj)
-            try:
-                observe(obj, address)
-            except Exception:  # watching must never change what the code under test sees
-                pass
-            return address
-
-        id.__doc__ = _real_id.__doc__
-        builtins.id = id
+        builtins.id = IdStandIn(self._observe)
         self.hooked = True
 
     def stop(self) -> None:
@@ -95,3 +113,4 @@ class IdWatch:
         """A dead object's address went to ``newcomer``: stale if a registry still holds it."""
         for name, where in self.holds(dead.address)[:1]:
             self.reuses.append(Stale(name, dead.address, where, dead, reused_by=f"a new {type_name(newcomer)}"))
+
