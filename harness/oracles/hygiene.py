@@ -65,6 +65,7 @@ class Origin:
     case: str
     model: int
     stored_for: str | None
+    was: str | None = None     # what that id was the id of, in words, when known
 
 
 class EntryOrigins:
@@ -83,9 +84,9 @@ class EntryOrigins:
         self._changed_in: dict[str, str] = {}
 
     def update(self, name: str, container, ints: dict[int, str], dead: dict[int, str], case: str,
-               model: int) -> dict[int, Origin]:
-        old = self._by_container.get(name, {})
-        new = {value: old.get(value) or Origin(case, model, dead.get(value)) for value in ints}
+               model: int, ids_of: dict[int, str] | None = None) -> dict[int, Origin]:
+        old, ids_of = self._by_container.get(name, {}), ids_of or {}
+        new = {value: old.get(value) or Origin(case, model, dead.get(value), ids_of.get(value)) for value in ints}
         self._by_container[name] = new
         values = tuple(map(id, list(container.values()))) if isinstance(container, dict) else ()
         fingerprint = (frozenset(ints), values)
@@ -132,6 +133,18 @@ class Scan:
     walked: dict = dataclasses.field(default_factory=dict)     # every container scanned, by name
 
 
+def entry_was_id_of(value: int, origin: Origin, ids_of: dict[int, str], case: str, model: int) -> str:
+    """What the id in an entry was the id of, for a hygiene line. ``ids_of`` names the ids of
+    this model's objects and activations; it holds for an entry stored while this model lived.
+    An entry stored earlier was made from whatever had the address then (named when its first
+    scan knew it): an object of this model born there later only shares the int, which is the
+    reuse itself, and never says what the entry was made from."""
+    if origin.case == case and origin.model == model:
+        return ids_of.get(value, "")
+    return origin.was or (f"what it was the id of is not known: the entry is older than model {model}, "
+                          f"whose object had the address only later")
+
+
 def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryOrigins, case: str, model: int,
                     ids_of: dict[int, str] | None = None) -> Scan:
     """The stale ids of :func:`stale_ids` and :func:`undeclared_stale_ids` in one pass, each line
@@ -152,13 +165,14 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
     scan.walked = {name: container for name, container, _ in found}
     for name, container, suffix in found:
         ints = registry_ints(container)
-        firsts = origins.update(name, container, ints, dead, case, model)
+        firsts = origins.update(name, container, ints, dead, case, model, ids_of)
         for value, where in ints.items():
             if value not in dead:
                 continue
             origin = firsts[value]
             text = f"{place(name, where)} holds id {value:#x}"
-            what = f", {ids_of[value]}" if ids_of and value in ids_of else ""
+            said = entry_was_id_of(value, origin, ids_of, case, model) if ids_of else ""
+            what = f", {said}" if said else ""
             if origin.case != case and origins.changed_in(name) != case:
                 scan.notes.append(f"{text}, stored for {origin.stored_for or 'an object'} in case {origin.case}, "
                                   f"model {origin.model} (that case's finding), is now also the id of dead "
