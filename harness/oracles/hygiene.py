@@ -137,7 +137,7 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
     """The stale ids of :func:`stale_ids` and :func:`undeclared_stale_ids` in one pass, each line
     naming the object whose id was stored and the case and model that stored it, and what that
     id was the id of (``ids_of``, :func:`harness.idreuse.tracker.what_ids_were`: a weight, a
-    module, an activation, or that it is not known).
+    module, an activation, a process group or optimizer the model held, or that it is not known).
 
     An entry first seen in this case is this case's failure. One an earlier case stored, in a
     container this case did not change, is a note (its failure was that case's, with that case's
