@@ -59,12 +59,21 @@ def undeclared_stale_ids(stack, declared: dict, dead: dict[int, str]) -> list[st
 
 @dataclasses.dataclass(frozen=True)
 class Origin:
-    """Where an int in a container was first seen: after which case's model died, and the dead
-    object whose id it was then (None when it was no dead object's id)."""
+    """Where an int in a container was first seen: after which case's model died, the dead object
+    whose id it was then (None when it was no dead object's id), and what that id was the id of
+    (``the id of a weight``; None when not said)."""
 
     case: str
     model: int
     stored_for: str | None
+    what: str | None = None
+
+    def stored(self) -> str:
+        """``stored for OBJECT, WHAT, in case C, model M``, for an entry a line charges to its origin."""
+        if self.stored_for is None:
+            return f"stored for an object (what it was the id of is not known) in case {self.case}, model {self.model}"
+        what = f", {self.what}," if self.what else ""
+        return f"stored for {self.stored_for}{what} in case {self.case}, model {self.model}"
 
 
 class EntryOrigins:
@@ -83,9 +92,10 @@ class EntryOrigins:
         self._changed_in: dict[str, str] = {}
 
     def update(self, name: str, container, ints: dict[int, str], dead: dict[int, str], case: str,
-               model: int) -> dict[int, Origin]:
+               model: int, ids_of: dict[int, str] | None = None) -> dict[int, Origin]:
         old = self._by_container.get(name, {})
-        new = {value: old.get(value) or Origin(case, model, dead.get(value)) for value in ints}
+        new = {value: old.get(value) or Origin(case, model, dead.get(value), (ids_of or {}).get(value))
+               for value in ints}
         self._by_container[name] = new
         values = tuple(map(id, list(container.values()))) if isinstance(container, dict) else ()
         fingerprint = (frozenset(ints), values)
@@ -143,7 +153,7 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
     container this case did not change, is a note (its failure was that case's, with that case's
     repro command), whatever object of this case now has its int as id; in a container this case
     changed, this case may have stored it again, and it is this case's failure too, naming the
-    first store."""
+    first store, and what the id was the id of then (a later object may have had its address)."""
     scan = Scan()
     if not dead:
         return scan
@@ -152,7 +162,7 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
     scan.walked = {name: container for name, container, _ in found}
     for name, container, suffix in found:
         ints = registry_ints(container)
-        firsts = origins.update(name, container, ints, dead, case, model)
+        firsts = origins.update(name, container, ints, dead, case, model, ids_of)
         for value, where in ints.items():
             if value not in dead:
                 continue
@@ -166,10 +176,8 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
             elif origin.model == model and origin.stored_for in (None, dead[value]):
                 scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}{what}, stored in case {case}, "
                                                 f"model {model}{suffix}", name))
-            else:
-                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}{what}, stored for "
-                                                f"{origin.stored_for or 'an object'} in case {origin.case}, model "
-                                                f"{origin.model}{suffix}", name))
+            else:      # what it was the id of is what it was when stored, not what had its address since
+                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}, {origin.stored()}{suffix}", name))
     return scan
 
 
