@@ -66,3 +66,26 @@ def test_the_run_fails_the_storing_case_only_and_its_repro_command_reproduces_it
     assert rc == 1 and re.findall(r"^FAIL\s+(\S+)", again, re.M) == [STORING], again
     assert re.search(r"holds id 0x[0-9a-f]+ of dead model\.layers\[0\]\.weight\._data \(Tensor uint8\[16, 16\]\), "
                      r"the id of a weight, stored in case reuse/init-cast-symmetric, model 0", again), again
+
+
+def test_an_entry_a_later_object_had_the_address_of_is_named_by_what_it_was_stored_for():
+    """What a key was the id of is what it was when stored, not what a later object at its address
+    was: a weight's id a registry kept from model 0 is a weight's id, also where model 1's dead
+    activation had the address since; an int that was no dead object's id when first seen is of an
+    unknown object."""
+    from harness.oracles.hygiene import EntryOrigins, scan_registries
+
+    weight, other, activation = 0x7F37B9D3BF20, 0x7F37B9D3C000, "input of step 0 (Tensor float32[8, 16])"
+    registry = {weight: 1, other: 2}
+    origins = EntryOrigins()
+    scan_registries(object(), {"planted.REGISTRY": registry}, {weight: "model.w (Tensor uint8[16, 16])"}, origins,
+                    "c", 0, {weight: "the id of a weight"})
+    later = scan_registries(object(), {"planted.REGISTRY": registry}, {weight: activation, other: activation}, origins,
+                            "c", 1, {weight: "the id of an activation", other: "the id of an activation"})
+    lines = sorted(f.line for f in later.failures)
+    assert lines == [
+        f"planted.REGISTRY key holds id {weight:#x} of dead {activation}, stored for model.w (Tensor uint8[16, 16]), "
+        f"the id of a weight, in case c, model 0",
+        f"planted.REGISTRY key holds id {other:#x} of dead {activation}, stored for an object (what it was the id of "
+        f"is not known) in case c, model 0",
+    ], lines

@@ -2,10 +2,11 @@
 
 The harness walks a model's object graph once after it is built and records every object it
 can weak-reference: *model objects* (the root, every object with a ``__dict__`` reachable
-through attributes and containers, and the stack's reuse targets) and *state* tensors (meta
-histories, scales, saved casts). After the model is deleted and collected, the hygiene oracle
-asks which of them are dead and whether any registry still holds their ids; the reuse counter
-asks whether a newly built object took the id of a dead one.
+through attributes and containers, and the stack's reuse targets), *state* tensors (meta
+histories, scales, saved casts), and the process groups and optimizers the model holds (a stack
+may make them per model and key state on them). After the model is deleted and collected, the
+hygiene oracle asks which of them are dead and whether any registry still holds their ids; the
+reuse counter asks whether a newly built object took the id of a dead one.
 """
 
 from __future__ import annotations
@@ -23,11 +24,20 @@ _SKIP_TYPES = (type, types.ModuleType, types.FunctionType, types.BuiltinFunction
                weakref.ReferenceType, str, bytes, int, float, bool, type(None), torch.dtype, torch.device)
 
 
+# What the walk records besides model objects and state tensors, by kind: objects a stack may make
+# for one model and key state on, which die with it (a ProcessGroup is weakly referenceable).
+_HELD_KINDS = ((torch.distributed.ProcessGroup, "group"),) if torch.distributed.is_available() else ()
+_HELD_KINDS += ((torch.optim.Optimizer, "optimizer"),)
+
+# What a tracked object of each kind was, in words (model objects and state are told by their path).
+_KIND_WORDS = {"group": "a process group", "optimizer": "an optimizer"}
+
+
 @dataclasses.dataclass
 class TrackedObject:
     ident: int
     ref: weakref.ReferenceType
-    kind: str          # "model" or "state"
+    kind: str          # "model", "state", "group" or "optimizer"
     desc: str          # type and path from the model root
 
     def alive(self) -> bool:
@@ -40,13 +50,24 @@ def _desc(obj, path: str) -> str:
     return f"{path} ({type(obj).__name__})"
 
 
+def _kind(obj, model_ids: set[int]) -> str | None:
+    """The kind a walked object is recorded as, or None for one that is walked through only."""
+    if id(obj) in model_ids or isinstance(obj, torch.nn.Module):
+        return "model"
+    if isinstance(obj, torch.Tensor):
+        return "state"
+    return next((kind for cls, kind in _HELD_KINDS if isinstance(obj, cls)), None)
+
+
 def walk_model(root, model_objects=(), reuse_targets=(), limit: int = 20000) -> list[TrackedObject]:
     """The model's objects and state tensors, reachable from ``root`` through attributes and containers.
 
     *Model objects* are the root, ``torch.nn.Module`` instances, whatever the stack lists in
-    ``model_objects`` and the reuse targets; *state* is every other tensor. Other objects
-    (recipes, groups, configs) are walked through but not recorded: they are shared with the
-    world outside the model and may rightly outlive it.
+    ``model_objects`` and the reuse targets; *state* is every other tensor; process groups and
+    optimizers are recorded by their own kind (never a survivor or retained state: a group the
+    harness hands every model lives on rightly). Other objects (recipes, configs) are walked
+    through but not recorded: they are shared with the world outside the model and may rightly
+    outlive it.
     """
     target_ids = {id(t) for t in reuse_targets}
     model_ids = {id(root)} | {id(o) for o in model_objects} | target_ids
@@ -62,9 +83,9 @@ def walk_model(root, model_objects=(), reuse_targets=(), limit: int = 20000) -> 
             ref = weakref.ref(obj)
         except TypeError:
             ref = None
-        is_model = id(obj) in model_ids or isinstance(obj, torch.nn.Module)
-        if ref is not None and (is_model or isinstance(obj, torch.Tensor)):
-            out.append(TrackedObject(id(obj), ref, "model" if is_model else "state", _desc(obj, path)))
+        kind = _kind(obj, model_ids)
+        if ref is not None and kind is not None:
+            out.append(TrackedObject(id(obj), ref, kind, _desc(obj, path)))
         if isinstance(obj, torch.Tensor):
             continue
         if isinstance(obj, dict):
@@ -120,8 +141,10 @@ def freeze_imports() -> None:
 
 
 def what_it_was(desc: str, kind: str) -> str:
-    """What a tracked object was, in words, from its kind and its path in the model: a weight, a
-    master weight, a module, a tensor of the model's state."""
+    """What a tracked object was, in words, from its kind and its path in the model: a process
+    group, an optimizer, a weight, a master weight, a module, a tensor of the model's state."""
+    if kind in _KIND_WORDS:
+        return _KIND_WORDS[kind]
     path = desc.split(" (", 1)[0]
     if ".master" in path:
         return "a master weight"

@@ -59,13 +59,21 @@ def undeclared_stale_ids(stack, declared: dict, dead: dict[int, str]) -> list[st
 
 @dataclasses.dataclass(frozen=True)
 class Origin:
-    """Where an int in a container was first seen: after which case's model died, and the dead
-    object whose id it was then (None when it was no dead object's id)."""
+    """Where an int in a container was first seen: after which case's model died, the dead object
+    whose id it was then (None when it was no dead object's id), and what that id was the id of
+    (``the id of a weight``; None when not said)."""
 
     case: str
     model: int
     stored_for: str | None
-    was: str | None = None     # what that id was the id of, in words, when known
+    what: str | None = None
+
+    def stored(self) -> str:
+        """``stored for OBJECT, WHAT, in case C, model M``, for an entry a line charges to its origin."""
+        if self.stored_for is None:
+            return f"stored for an object (what it was the id of is not known) in case {self.case}, model {self.model}"
+        what = f", {self.what}," if self.what else ""
+        return f"stored for {self.stored_for}{what} in case {self.case}, model {self.model}"
 
 
 class EntryOrigins:
@@ -85,8 +93,9 @@ class EntryOrigins:
 
     def update(self, name: str, container, ints: dict[int, str], dead: dict[int, str], case: str,
                model: int, ids_of: dict[int, str] | None = None) -> dict[int, Origin]:
-        old, ids_of = self._by_container.get(name, {}), ids_of or {}
-        new = {value: old.get(value) or Origin(case, model, dead.get(value), ids_of.get(value)) for value in ints}
+        old = self._by_container.get(name, {})
+        new = {value: old.get(value) or Origin(case, model, dead.get(value), (ids_of or {}).get(value))
+               for value in ints}
         self._by_container[name] = new
         values = tuple(map(id, list(container.values()))) if isinstance(container, dict) else ()
         fingerprint = (frozenset(ints), values)
@@ -133,30 +142,18 @@ class Scan:
     walked: dict = dataclasses.field(default_factory=dict)     # every container scanned, by name
 
 
-def entry_was_id_of(value: int, origin: Origin, ids_of: dict[int, str], case: str, model: int) -> str:
-    """What the id in an entry was the id of, for a hygiene line. ``ids_of`` names the ids of
-    this model's objects and activations; it holds for an entry stored while this model lived.
-    An entry stored earlier was made from whatever had the address then (named when its first
-    scan knew it): an object of this model born there later only shares the int, which is the
-    reuse itself, and never says what the entry was made from."""
-    if origin.case == case and origin.model == model:
-        return ids_of.get(value, "")
-    return origin.was or (f"what it was the id of is not known: the entry is older than model {model}, "
-                          f"whose object had the address only later")
-
-
 def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryOrigins, case: str, model: int,
                     ids_of: dict[int, str] | None = None) -> Scan:
     """The stale ids of :func:`stale_ids` and :func:`undeclared_stale_ids` in one pass, each line
     naming the object whose id was stored and the case and model that stored it, and what that
     id was the id of (``ids_of``, :func:`harness.idreuse.tracker.what_ids_were`: a weight, a
-    module, an activation, or that it is not known).
+    module, an activation, a process group or optimizer the model held, or that it is not known).
 
     An entry first seen in this case is this case's failure. One an earlier case stored, in a
     container this case did not change, is a note (its failure was that case's, with that case's
     repro command), whatever object of this case now has its int as id; in a container this case
     changed, this case may have stored it again, and it is this case's failure too, naming the
-    first store."""
+    first store, and what the id was the id of then (a later object may have had its address)."""
     scan = Scan()
     if not dead:
         return scan
@@ -171,8 +168,7 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
                 continue
             origin = firsts[value]
             text = f"{place(name, where)} holds id {value:#x}"
-            said = entry_was_id_of(value, origin, ids_of, case, model) if ids_of else ""
-            what = f", {said}" if said else ""
+            what = f", {ids_of[value]}" if ids_of and value in ids_of else ""
             if origin.case != case and origins.changed_in(name) != case:
                 scan.notes.append(f"{text}, stored for {origin.stored_for or 'an object'} in case {origin.case}, "
                                   f"model {origin.model} (that case's finding), is now also the id of dead "
@@ -180,10 +176,8 @@ def scan_registries(stack, declared: dict, dead: dict[int, str], origins: EntryO
             elif origin.model == model and origin.stored_for in (None, dead[value]):
                 scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}{what}, stored in case {case}, "
                                                 f"model {model}{suffix}", name))
-            else:
-                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}{what}, stored for "
-                                                f"{origin.stored_for or 'an object'} in case {origin.case}, model "
-                                                f"{origin.model}{suffix}", name))
+            else:      # what it was the id of is what it was when stored, not what had its address since
+                scan.failures.append(StaleEntry(f"{text} of dead {dead[value]}, {origin.stored()}{suffix}", name))
     return scan
 
 
