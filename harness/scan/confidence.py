@@ -25,6 +25,7 @@ from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.finding import Confidence
 from harness.scan.holders import immortal
+from harness.scan.lastarg import remembers_last_argument
 from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding
 from harness.scan.syntax import render, root_of
@@ -68,6 +69,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, (
             "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
         ))
+    last_argument = remembers_last_argument(writes, _own)
+    if last_argument is not None:
+        return Assessment(Confidence.HIGH, last_argument)
     if lifetime is Lifetime.PARAM:
         return Assessment(Confidence.LOW, (
             "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
