@@ -414,7 +414,7 @@ def factory_of(hit) -> Optional[str]:
         return None
     text = hit.key.text
     head = text.split("(", 1)[0]
-    if "(" not in text or not head.replace(".", "").replace("_", "").isalnum() or head in ("id", "hash", "str", "hex", "format"):
+    if "(" not in text or not head.replace(".", "").replace("_", "").isalnum() or head in ("id", "hash", "str", "hex", "format", "tuple", "frozenset", "list", "set"):
         return None
     return head.rsplit(".", 1)[-1]
 

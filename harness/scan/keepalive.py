@@ -39,7 +39,10 @@ class KeepAlive:
         sits in the sink's own block or in a block around it (not in a branch beside it).
         """
         if not key.objects:
-            return None
+            line = self._finalizer_popping(sink, container, key_node)
+            return None if line is None else (
+                f"a weakref.finalize (line {line}) pops the entry when an object of its key dies, before the address can be reused"
+            )
         flow = self.place.flow
         reasons = []
         root, _ = root_of(container)
@@ -89,6 +92,24 @@ class KeepAlive:
             if any(tail in render(part) for part in rest):
                 return node.lineno
             if any(self._callback_mentions(part, tail) for part in rest):
+                return node.lineno
+        return None
+
+    def _finalizer_popping(self, sink: ast.AST, container: ast.expr, key_node: Optional[ast.expr]) -> Optional[int]:
+        """``weakref.finalize(arg, cache.pop, key, None)`` for each object of the key (a
+        loop over the arguments the key is made of): the line of such a finalizer that runs
+        whenever the sink does and pops this very key from this container, or None."""
+        if key_node is None:
+            return None
+        pop = f"{render(container)}.pop"
+        for node in self._function_nodes():
+            if not (isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("finalize") and len(node.args) >= 3):
+                continue
+            if render(node.args[1]) != pop or render(node.args[2]) != render(key_node):
+                continue
+            statement = self._statement_of(node)
+            loop = self.module.parents.get(statement)
+            if self._runs_with(node, sink) or (isinstance(loop, ast.For) and self._runs_with(loop, sink)):
                 return node.lineno
         return None
 
