@@ -54,6 +54,10 @@ class KeepAlive:
             if holds(value, obj, flow) or holds(also_holding, obj, flow):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
                 continue
+            owner = self._read_from_held(obj, (value, also_holding))
+            if owner is not None:
+                reasons.append(f"the entry holds {owner}, which {shown} was read from, so its id cannot be reused while the entry exists")
+                continue
             never = immortal(obj, self.place) or owner_pinned(obj, container, self.place)
             if never is not None:
                 reasons.append(never)
@@ -68,6 +72,22 @@ class KeepAlive:
                 continue
             return None
         return "; ".join(dict.fromkeys(reasons))
+
+    def _read_from_held(self, obj: ast.expr, held: tuple) -> Optional[str]:
+        """``owners.setdefault(id(c.group.module), []).append(c)``: the keyed object is read
+        from an attribute path (directly, or through a local bound once) of the object the
+        entry holds. The entry holds the object the path starts at, and with it the keyed one."""
+        path = obj
+        if isinstance(obj, ast.Name):
+            values = self.place.scope.values.get(obj.id, [])
+            path = values[0] if len(values) == 1 and values[0] is not None else obj
+        if not isinstance(path, ast.Attribute) or any(isinstance(n, (ast.Call, ast.Subscript)) for n in ast.walk(path)):
+            return None
+        root, _ = root_of(path)
+        for value in held:
+            if value is not None and same_expr(value, root):
+                return render(value)
+        return None
 
     def _function_nodes(self) -> list[ast.AST]:
         scope = self.place.scope
