@@ -60,6 +60,11 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     lifetime = primary.verdict.lifetime
     owned = _owned_keys_elsewhere(hits)
 
+    if writes and all(render(hit.container) == "linecache.cache" for hit in writes if hit.container is not None):
+        return Assessment(Confidence.LOW, (
+            "linecache.cache holds the source lines tracebacks and inspect show: a stale entry changes only the "
+            "text shown for code whose object died"
+        ))
     if any(hit.file_name for hit in writes):
         return Assessment(Confidence.HIGH, "the id is written into a file name or a name registered with the process, which outlives every object")
 

@@ -1,7 +1,11 @@
-"""An id of the last argument kept on a long-lived object and compared on the next call
+"""Confidence rules read from the shapes of the blind census, each beside a contrast.
+
+An id of the last argument kept on a long-lived object and compared on the next call
 (harness/scan/lastarg.py): high confidence, beside the same shape whose kept id a per-step
 method clears (low), on tests/scan/fixtures/last_argument.py. The key bound in one branch of an
 ``if`` and something else in the ``else`` is still followed to the attribute it is kept in.
+Source registered in ``linecache.cache`` under an id-made name: low, beside the same name
+keying a registry the code reads back: high (tests/scan/fixtures/traceback_sources.py).
 
 Reproduce: python -m harness scan --all --hazards-only tests/scan/fixtures/last_argument.py
 """
@@ -43,3 +47,12 @@ def test_confidence(hazards, name):
     assert finding.confidence is EXPECTED[name], f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
     if finding.confidence is Confidence.HIGH:
         assert "argument of one call" in finding.confidence_reason, finding.confidence_reason
+
+
+def test_source_kept_for_tracebacks_is_low_and_a_registry_read_back_high():
+    fixture = FIXTURE.parent / "traceback_sources.py"
+    result = scan_paths([str(fixture)])
+    found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    assert found["linecache.cache"].confidence is Confidence.LOW, found["linecache.cache"].confidence_reason
+    assert "traceback" in found["linecache.cache"].confidence_reason
+    assert found["_SOURCES"].confidence is Confidence.HIGH, found["_SOURCES"].confidence_reason
