@@ -24,6 +24,7 @@ from typing import Iterable, Optional
 from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.finding import Confidence
+from harness.scan.getters import keyed_by_getters
 from harness.scan.holders import immortal
 from harness.scan.lastarg import remembers_last_argument
 from harness.scan.verdict import Lifetime
@@ -113,6 +114,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY) and not any("captured by" in hit.verdict.reason for hit in writes):
         return Assessment(Confidence.LOW, "the container escapes its function in a way whose lifetime cannot be seen")
 
+    handed_out = keyed_by_getters(writes)
+    if handed_out is not None:
+        return Assessment(Confidence.LOW, handed_out)
     decorated = [hit for hit in writes if _registered_functions(hit)]
     if decorated and len(decorated) == len(writes):
         return Assessment(Confidence.LOW, (

@@ -46,6 +46,8 @@ EXPECTED = {
     "MaskMeta._key": (Confidence.HIGH, "argument of one call"),
     "linecache.cache": (Confidence.LOW, "traceback"),
     "_SOURCES": (Confidence.HIGH, "whole process"),
+    "_SIZE_BY_GROUP": (Confidence.LOW, "get_group() hands out"),
+    "_SIZE_BY_NEW_GROUP": (Confidence.HIGH, "whole process"),
 }
 
 
