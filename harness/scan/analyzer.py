@@ -204,6 +204,24 @@ class ModuleAnalyzer(Sinks, KeepAlive, Counting, IndirectStores):
                 return bound.element
         return None
 
+    def visit_If(self, node: ast.If) -> None:
+        """Either branch may run: a name bound to an id-derived value on either path keeps
+        it after the ``if`` (``key = (id(m), s)`` / ``else: key = (token, s)``, then
+        ``self._key = key``; ``cid = f"{n}_{id(c)}"`` / ``if dup: cid = other``, then
+        ``reg[cid] = c``)."""
+        self.visit(node.test)
+        keys = self.place.flow.keys
+        before = dict(keys)
+        for statement in node.body:
+            self.visit(statement)
+        after_body = dict(keys)
+        keys.clear()
+        keys.update(before)
+        for statement in node.orelse:
+            self.visit(statement)
+        for name, facts in after_body.items():
+            keys.setdefault(name, facts)
+
     def visit_withitem(self, node: ast.withitem) -> None:
         self.visit(node.context_expr)
         if node.optional_vars is not None:

@@ -24,7 +24,9 @@ from typing import Iterable, Optional
 from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.finding import Confidence
+from harness.scan.getters import keyed_by_getters
 from harness.scan.holders import immortal
+from harness.scan.lastarg import remembers_last_argument
 from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding
 from harness.scan.syntax import render, root_of
@@ -59,6 +61,11 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     lifetime = primary.verdict.lifetime
     owned = _owned_keys_elsewhere(hits)
 
+    if writes and all(render(hit.container) == "linecache.cache" for hit in writes if hit.container is not None):
+        return Assessment(Confidence.LOW, (
+            "linecache.cache holds the source lines tracebacks and inspect show: a stale entry changes only the "
+            "text shown for code whose object died"
+        ))
     if any(hit.file_name for hit in writes):
         return Assessment(Confidence.HIGH, "the id is written into a file name or a name registered with the process, which outlives every object")
 
@@ -68,6 +75,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, (
             "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
         ))
+    last_argument = remembers_last_argument(writes, _own)
+    if last_argument is not None:
+        return Assessment(Confidence.HIGH, last_argument)
     if lifetime is Lifetime.PARAM:
         return Assessment(Confidence.LOW, (
             "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
@@ -104,6 +114,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY) and not any("captured by" in hit.verdict.reason for hit in writes):
         return Assessment(Confidence.LOW, "the container escapes its function in a way whose lifetime cannot be seen")
 
+    handed_out = keyed_by_getters(writes)
+    if handed_out is not None:
+        return Assessment(Confidence.LOW, handed_out)
     decorated = [hit for hit in writes if _registered_functions(hit)]
     if decorated and len(decorated) == len(writes):
         return Assessment(Confidence.LOW, (
@@ -410,7 +423,7 @@ def factory_of(hit) -> Optional[str]:
         return None
     text = hit.key.text
     head = text.split("(", 1)[0]
-    if "(" not in text or not head.replace(".", "").replace("_", "").isalnum() or head in ("id", "hash", "str", "hex", "format"):
+    if "(" not in text or not head.replace(".", "").replace("_", "").isalnum() or head in ("id", "hash", "str", "hex", "format", "tuple", "frozenset", "list", "set"):
         return None
     return head.rsplit(".", 1)[-1]
 

@@ -14,8 +14,8 @@ class FlowState:
     """Names the current function bound to id-derived values, in source order.
 
     Flow-insensitive beyond order: the last assignment before a use wins, whatever branch it
-    sat in. ``holders`` are names bound to literals (``entry = (obj, meta)``) so that
-    ``d[id(obj)] = entry`` is seen to hold ``obj``.
+    sat in. ``holders`` are names bound to literals or calls (``entry = (obj, meta)``, ``desc =
+    Descriptor(obj)``) so that ``d[id(obj)] = entry`` is seen to hold ``obj``.
     """
 
     keys: dict[str, KeyFacts] = dataclasses.field(default_factory=dict)
@@ -36,8 +36,8 @@ class FlowState:
         if collection is not None:
             self.collections[name] = collection
             return
-        if isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set)):
-            self.holders[name] = value
+        if isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Call)):
+            self.holders[name] = value   # a call: holders.holds() asks whether it constructs
 
     def bind_key(self, name: str, facts: KeyFacts) -> None:
         self.forget(name)

@@ -179,8 +179,11 @@ def _is_tuple(value) -> bool:
 
 
 def object_free_value(value: Optional[ast.expr], container: ast.expr, place) -> Optional[str]:
-    """``d[key] = Factory()`` with constant arguments only, in a container whose entries are
-    never changed after the store: a stale match hands out a value made without any object."""
+    """``d[key] = Factory()`` with constant arguments only (directly, or through a name bound
+    to it: ``s = Stream(priority=0); d[key] = s``), in a container whose entries are never
+    changed after the store: a stale match hands out a value made without any object."""
+    if isinstance(value, ast.Name):
+        value = place.flow.holders.get(value.id, value)
     if not isinstance(value, ast.Call) or any(isinstance(a, ast.Starred) for a in value.args):
         return None
     arguments = [*value.args, *(k.value for k in value.keywords)]

@@ -39,7 +39,10 @@ class KeepAlive:
         sits in the sink's own block or in a block around it (not in a branch beside it).
         """
         if not key.objects:
-            return None
+            line = self._finalizer_popping(sink, container, key_node)
+            return None if line is None else (
+                f"a weakref.finalize (line {line}) pops the entry when an object of its key dies, before the address can be reused"
+            )
         flow = self.place.flow
         reasons = []
         root, _ = root_of(container)
@@ -50,6 +53,10 @@ class KeepAlive:
                 continue
             if holds(value, obj, flow) or holds(also_holding, obj, flow):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
+                continue
+            owner = self._read_from_held(obj, (value, also_holding))
+            if owner is not None:
+                reasons.append(f"the entry holds {owner}, which {shown} was read from, so its id cannot be reused while the entry exists")
                 continue
             never = immortal(obj, self.place) or owner_pinned(obj, container, self.place)
             if never is not None:
@@ -65,6 +72,22 @@ class KeepAlive:
                 continue
             return None
         return "; ".join(dict.fromkeys(reasons))
+
+    def _read_from_held(self, obj: ast.expr, held: tuple) -> Optional[str]:
+        """``owners.setdefault(id(c.group.module), []).append(c)``: the keyed object is read
+        from an attribute path (directly, or through a local bound once) of the object the
+        entry holds. The entry holds the object the path starts at, and with it the keyed one."""
+        path = obj
+        if isinstance(obj, ast.Name):
+            values = self.place.scope.values.get(obj.id, [])
+            path = values[0] if len(values) == 1 and values[0] is not None else obj
+        if not isinstance(path, ast.Attribute) or any(isinstance(n, (ast.Call, ast.Subscript)) for n in ast.walk(path)):
+            return None
+        root, _ = root_of(path)
+        for value in held:
+            if value is not None and same_expr(value, root):
+                return render(value)
+        return None
 
     def _function_nodes(self) -> list[ast.AST]:
         scope = self.place.scope
@@ -89,6 +112,24 @@ class KeepAlive:
             if any(tail in render(part) for part in rest):
                 return node.lineno
             if any(self._callback_mentions(part, tail) for part in rest):
+                return node.lineno
+        return None
+
+    def _finalizer_popping(self, sink: ast.AST, container: ast.expr, key_node: Optional[ast.expr]) -> Optional[int]:
+        """``weakref.finalize(arg, cache.pop, key, None)`` for each object of the key (a
+        loop over the arguments the key is made of): the line of such a finalizer that runs
+        whenever the sink does and pops this very key from this container, or None."""
+        if key_node is None:
+            return None
+        pop = f"{render(container)}.pop"
+        for node in self._function_nodes():
+            if not (isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("finalize") and len(node.args) >= 3):
+                continue
+            if render(node.args[1]) != pop or render(node.args[2]) != render(key_node):
+                continue
+            statement = self._statement_of(node)
+            loop = self.module.parents.get(statement)
+            if self._runs_with(node, sink) or (isinstance(loop, ast.For) and self._runs_with(loop, sink)):
                 return node.lineno
         return None
 

@@ -14,6 +14,7 @@ from harness.scan.environment import Place
 from harness.scan.scopes import Scope
 from harness.scan.syntax import callee_name, dotted, render, walk_same_scope
 from harness.scan.transient import released_with_frame
+from harness.scan.callees import in_local_table, only_calls
 
 # Decorators that run the function when it is called and keep nothing of it.
 _HARMLESS_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "wraps", "staticmethod", "contextmanager"}
@@ -41,7 +42,7 @@ class NestedFunctions:
             call = place.module.parents.get(node)
             if isinstance(call, ast.keyword):
                 call = place.module.parents.get(call)
-            if _calls_and_drops(call, node):
+            if _calls_and_drops(call, node) or only_calls(call, node, place.module):
                 return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
             return f"is a lambda passed on at line {node.lineno}, which can be kept"
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -62,8 +63,11 @@ class NestedFunctions:
             call = parents.get(use)
             if isinstance(call, ast.keyword):
                 call = parents.get(call)
-            if _calls_and_drops(call, use):
+            if _calls_and_drops(call, use) or only_calls(call, use, place.module):
                 continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
+            user = place.module.scope_of(use)
+            if in_local_table(use, user, parents, lambda name: self.escape(name, user, place.at(user))):
+                continue   # d = {"LOAD_ATTR": f, ...}; d.get(op)(...): a dispatch table of the call
             if not (isinstance(call, ast.Call) and call.func is use):
                 if released_with_frame(use, parent.node, parents) is not None:
                     continue   # handed out only while the call runs, taken back before it returns
@@ -87,6 +91,7 @@ _CALLS_AND_DROPS = {
     "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
     "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
     "tree_any", "tree_all", "tree_any_only", "tree_all_only", "map_arg", "map_aggregate",
+    "_apply",   # nn.Module._apply(fn): fn is called on every parameter and buffer, then dropped
 }
 
 

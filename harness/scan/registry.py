@@ -128,7 +128,9 @@ def _judge_read(hit: Hit, by_identity: dict, by_attribute: dict, clears: dict) -
         clear = clears[identity][0]
         return Judged(hit, Severity.SAFE, f"{clear.where}() empties {_short(identity)} when the context exits ({clear.path}:{clear.line})")
     attribute = hit.attribute
-    if attribute and by_attribute.get(attribute) and hit.verdict.lifetime in (Lifetime.PARAM, Lifetime.UNKNOWN, Lifetime.GLOBAL_OBJECT):
+    if attribute and by_attribute.get(attribute) and (
+        hit.verdict.lifetime in (Lifetime.PARAM, Lifetime.UNKNOWN, Lifetime.GLOBAL_OBJECT) or _of_another_object(hit)
+    ):
         if all(by_attribute[attribute]):
             return Judged(hit, Severity.SAFE, f"every store into an attribute named {attribute} in the scanned files is safe, so a read finds no stale entry")
         return hazard
@@ -140,6 +142,15 @@ def _judge_read(hit: Hit, by_identity: dict, by_attribute: dict, clears: dict) -
             "id-keyed store into it is in the scanned files: a hazard, if any, is where the caller fills it"
         ))
     return hazard
+
+
+def _of_another_object(hit: Hit) -> bool:
+    """``self.manager.components``: the container is an attribute of an object the method's
+    own object holds, whose class the scan cannot tell; its stores are matched by name."""
+    root, parts = root_of(hit.container)
+    attributes = parts[: parts.index("[]")] if "[]" in parts else parts
+    scope = hit.module.scope_of(hit.node)
+    return isinstance(root, ast.Name) and root.id == bound_param(scope) and len(attributes) >= 2
 
 
 def _short(identity: str) -> str:

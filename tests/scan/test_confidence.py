@@ -39,6 +39,15 @@ EXPECTED = {
     "_BOUND_ANY": (Confidence.HIGH, "whole process"),
     "_BUFFERS": (Confidence.LOW, "built on group_key()"),
     "_SIDE_BUFFERS": (Confidence.HIGH, "whole process"),
+    "Backend._batch_id": (Confidence.HIGH, "argument of one call"),
+    "Backend._step_id": (Confidence.LOW, "one phase"),
+    "Backend._table": (Confidence.HIGH, "argument of one call"),
+    "backend.rebuilt_id in rebuild()": (Confidence.HIGH, "argument of one call"),
+    "MaskMeta._key": (Confidence.HIGH, "argument of one call"),
+    "linecache.cache": (Confidence.LOW, "traceback"),
+    "_SOURCES": (Confidence.HIGH, "whole process"),
+    "_SIZE_BY_GROUP": (Confidence.LOW, "get_group() hands out"),
+    "_SIZE_BY_NEW_GROUP": (Confidence.HIGH, "whole process"),
 }
 
 
