@@ -41,6 +41,21 @@ def module_file(distribution: str, version: str, relative: str) -> pathlib.Path:
     return pathlib.Path(list(spec.submodule_search_locations)[0]) / relative
 
 
+class Pins:
+    """The releases one census read, given as ``"name==version"``."""
+
+    def __init__(self, *requirements: str):
+        self.versions = dict(requirement.split("==") for requirement in requirements)
+
+    def need(self, distribution: str, module: str):
+        """The pinned release of ``distribution`` imported as ``module``, or a skip naming both."""
+        return need(distribution, self.versions[distribution], module)
+
+    def file(self, distribution: str, relative: str) -> pathlib.Path:
+        """A file of the pinned release's package, found without importing the package."""
+        return module_file(distribution, self.versions[distribution], relative)
+
+
 def reborn(box: list, make):
     """Free the only reference in ``box`` and return a new object born on its address."""
     with quiet_allocator():

@@ -26,23 +26,12 @@ import pathlib
 
 import pytest
 
-from cases.blind.pinned import need, reborn
+from cases.blind.pinned import Pins, reborn
 from harness.idreuse.landing import seed_pools
 
-PINS = {
-    "transformers": "5.25.0",
-    "bitsandbytes": "0.50.2",
-    "pyro-ppl": "1.9.2",
-    "nemo_toolkit": "3.0.0",
-    "sglang": "0.5.23",
-}
-
-
-def _need(distribution: str, module: str):
-    """The pinned release of ``distribution`` imported as ``module``, or a skip naming both."""
-    return need(distribution, PINS[distribution], module)
-
-
+PINS = Pins("transformers==5.25.0", "bitsandbytes==0.50.2", "pyro-ppl==1.9.2",
+            "nemo_toolkit==3.0.0", "sglang==0.5.23")
+_need = PINS.need
 _reborn = reborn
 
 
