@@ -21,46 +21,18 @@ kind it reads; the function itself is the released one, unchanged.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import pathlib
-import warnings
 
 import pytest
 
-from harness.idreuse.landing import land, seed_pools
-from harness.idreuse.morgue import quiet_allocator
+from cases.blind.pinned import Pins, reborn
+from harness.idreuse.landing import seed_pools
 
-PINS = {
-    "transformers": "5.25.0",
-    "bitsandbytes": "0.50.2",
-    "pyro-ppl": "1.9.2",
-    "nemo_toolkit": "3.0.0",
-    "sglang": "0.5.23",
-}
-
-
-def _need(distribution: str, module: str):
-    """The pinned release of ``distribution`` imported as ``module``, or a skip naming both."""
-    version = PINS[distribution]
-    try:
-        found = importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        pytest.skip(f"{distribution}=={version} is not installed")
-    if found != version:
-        pytest.skip(f"reproduces {distribution}=={version}; installed is {found}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return importlib.import_module(module)
-
-
-def _reborn(box: list, make):
-    """Free the only reference in ``box`` and return a new object born on its address."""
-    with quiet_allocator():
-        landing, held = land(box, make)
-        born = landing.require()
-        del held
-    return born
+PINS = Pins("transformers==5.25.0", "bitsandbytes==0.50.2", "pyro-ppl==1.9.2",
+            "nemo_toolkit==3.0.0", "sglang==0.5.23")
+_need = PINS.need
+_reborn = reborn
 
 
 def test_transformers_download_aggregator_drops_a_finished_shard():
