@@ -28,7 +28,6 @@ import sqlite3
 import sys
 import types
 
-import pytest
 
 from cases.blind.pinned import Pins, reborn
 from harness.idreuse.landing import seed_pools
