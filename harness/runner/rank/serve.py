@@ -24,6 +24,7 @@ from harness.runner import messages as msg
 from harness.runner.address import from_environment
 from harness.runner.placement import host_name
 from harness.runner.rank.execute import execute_case
+from harness.runner.rank.group_death import end_group
 from harness.runner.rank.settings import RankSettings
 from harness.runner.rank.state import RankState
 from harness.runner.rank.watchdog import Watchdog
@@ -113,6 +114,7 @@ class Worker:
         result = execute_case(case, state, fault_hook=fault_hook)
         mark(f"rank {self.rank}: case {case.name} ran")
         state.end_case(len(result.collectives), failed=result.left_with_error())
+        end_group(state, case, result)
         self.watchdog.idle()
         self.send(msg.CaseDone(m.index, self.rank, result.to_dict()))
 
