@@ -31,7 +31,7 @@ from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.pipeline import GroupLost
 from harness.runner.placement import host_name, one_host_reason
 from harness.runner.rank.execute import execute_case
-from harness.runner.rank.group_death import end_group
+from harness.runner.rank.group_death import begin_group, end_group
 from harness.runner.rank.result import RankResult
 from harness.runner.rank.state import RankState
 from harness.runner.rank.watchdog import Watchdog, die_with_parent
@@ -128,10 +128,11 @@ class SpmdBackend:
         key, state = self._key(index), self.state
         self._case_name = case.name
         self.watchdog.watch(key)
+        birth = begin_group(state)
         state.begin_case(key)
         result = execute_case(case, state, fault_hook=fault_hook)
         state.end_case(len(result.collectives), failed=result.left_with_error())
-        end_group(state, case, result)
+        end_group(state, case, result, birth)
         self.watchdog.idle()
         self.store.set(f"res/{key}/{self.rank}", json.dumps(result.to_dict()))
         if not self.leader:

@@ -1,28 +1,39 @@
 """Process groups that die: the group a stack receives, destroyed and made anew between cases.
 
 A stack that declares ``renews_group`` (the emulated and torchao stacks) receives a process
-group of every rank made for it (:meth:`RankState._stack_group`), not the default group, and at
-the end of every case, once it has told its peers it is done with the case, the rank destroys
-that group and makes a new one, in lock step with its peers (every rank ends every case). So state a stack keys on a group's identity meets groups
-that die, the way TE's autocast buffers (keyed on the recipe and the group) meet a training
-script's groups. The TE stacks keep one group for the rank's life: TE keeps the group of every
-autocast key it has seen and reduces every key at each autocast exit, so a destroyed group would
-be used again by the very next exit (TE's own design, not something a case could fix).
+group of every rank made for it (:meth:`RankState._stack_group`), not the default group. The
+group dies at the end of every case and its successor is born at the start of the next one, so
+state a stack keys on a group's identity meets groups that die, the way TE's autocast buffers
+(keyed on the recipe and the group) meet a training script's groups. The TE stacks keep one
+group for the rank's life: TE keeps the group of every autocast key it has seen and reduces
+every key at each autocast exit, so a destroyed group would be used again by the very next exit
+(TE's own design, not something a case could fix).
 
-At the death:
+The death and the birth are apart because only the death is the rank's own business:
 
-* the dead group's id is a dead id like a dead tensor's: any registry of the stack (declared or
-  not) that holds it fails hygiene in the case the group died at the end of, naming the group;
-* the new group is made on the dead group's address where the allocator allows it (the dead
-  wrapper freed, nothing else of its size class allocated meanwhile): its Python object is built
-  through :func:`harness.idreuse.morgue.land_on`, so state keyed by ``id(group)`` that survived
-  its group meets the new one. A stack that still holds the dead group (the emulated stacks'
-  autocast arguments do until the next registration) leaves its block taken: then the new group
-  lands elsewhere, and the case's reuse examples say so.
+* :func:`end_group`, after the case and before its result goes out, destroys the group (no peer
+  takes part) and scans for its id. The dead group's id is a dead id like a dead tensor's: any
+  registry of the stack (declared or not) that holds it fails hygiene in the case the group died
+  at the end of, naming the group.
+* :func:`begin_group`, before the next case, makes the new group: a collective of every rank
+  (``new_group``), so it waits for every peer. It runs only where a case is about to run, that
+  is where the controller has every rank's result of the last case and kept the group; were it
+  after the case, a rank whose peer died in the case would wait there for the dead peer instead
+  of reporting the case, and its report (the peer's connection closed) would be lost to a hang.
+  A group recycled in between (:meth:`RankState.renew_group`) makes its own and drops the dead.
+
+The new group is made on the dead group's address where the allocator allows it: the dead
+wrapper is kept from its death to the birth (so nothing of the rank's work between cases takes
+its block), then freed, and the new group's Python object is built through
+:func:`harness.idreuse.morgue.land_on`, so state keyed by ``id(group)`` that survived its group
+meets the new one. A stack that still holds the dead group (the emulated stacks' autocast
+arguments do until the next registration) leaves its block taken: then the new group lands
+elsewhere, and the case's reuse examples say so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 
 from harness.idreuse.morgue import land_on, probe_slots, quiet_allocator
@@ -35,47 +46,91 @@ __harness_hidden__ = True
 PROBES = 4096      # objects of the wrapper's size class allocated before giving up on the dead block
 
 
-def end_group(state, case, result) -> None:
-    """After a case, once this rank has told its peers it is done with it (so a peer still waiting
-    inside the case hears that first): destroy the stack's process group, scan for its id, make a
-    new one. Every rank calls it after every case, so the group's collectives pair up."""
+@dataclasses.dataclass
+class DeadGroup:
+    """A destroyed group, kept (its wrapper's block taken) until its successor is born."""
+
+    wrapper: object
+    desc: str
+
+
+@dataclasses.dataclass
+class Birth:
+    """What making the new group before a case found, for that case's result."""
+
+    reuse_events: int = 0
+    examples: list = dataclasses.field(default_factory=list)
+    failures: list = dataclasses.field(default_factory=list)
+
+    def into(self, result) -> None:
+        result.reuse_events += self.reuse_events
+        result.reuse_examples[:0] = self.examples
+        result.failures += self.failures
+
+
+def begin_group(state) -> Birth:
+    """Before a case, on every rank (so the group's ``new_group`` pairs up): the stack's new
+    group, where the last one died at the end of the case before. Nothing where none died."""
+    birth = Birth()
+    dead, state.dead_group = state.dead_group, None
+    if dead is None:
+        return birth
+    try:
+        _remake(state, dead, birth)
+    except Exception as exc:
+        birth.failures.append(Failure(Oracle.ERROR, f"the process group's birth: {type(exc).__name__}: {exc}",
+                                      rank=state.rank))
+    return birth
+
+
+def end_group(state, case, result, birth: Birth) -> None:
+    """After a case, before its result goes out: ``birth`` (the case's group's making) into the
+    result; destroy the stack's group and scan for its id. Nothing here waits for a peer."""
     import torch.distributed as dist
 
+    birth.into(result)
     if state.group is None or state.group is dist.group.WORLD:
         return
     try:
-        _renew(state, case, result)
+        _kill(state, case, result)
     except Exception as exc:
         result.failures.append(Failure(Oracle.ERROR, f"the process group's death: {type(exc).__name__}: {exc}",
                                        rank=state.rank))
 
 
-def _renew(state, case, result) -> None:
+def _kill(state, case, result) -> None:
     import torch.distributed as dist
 
-    dead_id, desc = id(state.group), f"process group #{state.groups_made} (ranks {list(range(state.world))})"
-    try:
-        alive = weakref.ref(state.group)
-    except TypeError:
-        alive = None
-    held = probe_slots(PROBES)        # made before the block is freed (see probe_slots)
+    dead = DeadGroup(state.group, f"{desc_of(state)} (ranks {list(range(state.world))})")
     dist.destroy_process_group(state.group)
-    state.group = None
+    state.group, state.dead_group = None, dead
     collect()
     last = case.models - 1
-    scan = scan_registries(state.stack, state.stack.registries(), {dead_id: desc}, EntryOrigins(), case.name, last)
+    scan = scan_registries(state.stack, state.stack.registries(), {id(dead.wrapper): dead.desc}, EntryOrigins(),
+                           case.name, last)
     for found in scan.failures[:8]:
         result.failures.append(Failure(Oracle.HYGIENE, found.line, rank=state.rank, model=last, kind=HOLDS_DEAD_ID,
                                        registry=found.registry))
+
+
+def _remake(state, dead: DeadGroup, birth: Birth) -> None:
+    dead_id = id(dead.wrapper)
+    try:
+        alive = weakref.ref(dead.wrapper)
+    except TypeError:
+        alive = None
+    held = probe_slots(PROBES)        # made before the block is freed (see probe_slots)
+    dead.wrapper = None
+    collect()
     freed = alive is not None and alive() is None
     state.group = state._stack_group(lambda make, held=held: _made_on(dead_id, held, make) if freed else make())
     del held
     if freed and id(state.group) == dead_id:
-        result.reuse_events += 1
-        result.reuse_examples.append(f"the new {desc_of(state)} took the id of dead {desc}")
+        birth.reuse_events += 1
+        birth.examples.append(f"the new {desc_of(state)} took the id of dead {dead.desc}")
     elif not freed:
-        result.reuse_examples.append(f"the new {desc_of(state)} could not take the id of dead {desc}: the "
-                                     f"stack still holds it")
+        birth.examples.append(f"the new {desc_of(state)} could not take the id of dead {dead.desc}: the "
+                              f"stack still holds it")
 
 
 def desc_of(state) -> str:

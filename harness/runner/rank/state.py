@@ -73,6 +73,7 @@ class RankState:
         self.generation = 0
         self.group = None
         self.groups_made = 0      # process groups made for the stack (harness.runner.rank.group_death)
+        self.dead_group = None    # the last one, destroyed at a case's end, until the next is made
         self._store = None
 
     @classmethod
@@ -126,6 +127,7 @@ class RankState:
         import torch.distributed as dist
 
         self.generation = generation
+        self.dead_group = None
         dist.destroy_process_group()
         self._init_process_group(f"pg{generation}/")
         self.group = self._stack_group()
@@ -151,7 +153,7 @@ class RankState:
             dist.destroy_process_group()
         except Exception:
             pass
-        self.group = None
+        self.group = self.dead_group = None
 
     def _init_process_group(self, prefix: str) -> None:
         import torch.distributed as dist
