@@ -22,18 +22,20 @@ The death and the birth are apart because only the death is the rank's own busin
   of reporting the case, and its report (the peer's connection closed) would be lost to a hang.
   A group recycled in between (:meth:`RankState.renew_group`) makes its own and drops the dead.
 
-The new group is made on the dead group's address where the allocator allows it: the dead
-wrapper is kept from its death to the birth (so nothing of the rank's work between cases takes
-its block), then freed, and the new group's Python object is built through
-:func:`harness.idreuse.morgue.land_on`, so state keyed by ``id(group)`` that survived its group
-meets the new one. A stack that still holds the dead group (the emulated stacks' autocast
-arguments do until the next registration) leaves its block taken: then the new group lands
-elsewhere, and the case's reuse examples say so.
+The new group is made on the dead group's address where the allocator allows it. At the death
+the group's wrapper dies for real (the stack's weak references to it clear), and where nothing
+else held it a *shell* takes its block at once: a bytes object of the wrapper's size, so that
+nothing of the rank's work between the cases does. At the birth the shell is freed and the new
+group's Python object is built through :func:`harness.idreuse.morgue.land_on`, so state keyed by
+``id(group)`` that survived its group meets the new one. A stack that still holds the dead group
+(the emulated stacks' autocast arguments do until the next registration) leaves its block taken:
+then the new group lands elsewhere, and the case's reuse examples say so.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import weakref
 
 from harness.idreuse.morgue import land_on, probe_slots, quiet_allocator
@@ -48,10 +50,12 @@ PROBES = 4096      # objects of the wrapper's size class allocated before giving
 
 @dataclasses.dataclass
 class DeadGroup:
-    """A destroyed group, kept (its wrapper's block taken) until its successor is born."""
+    """A destroyed group, from its death to its successor's birth."""
 
-    wrapper: object
+    ident: int
     desc: str
+    freed: bool                 # its wrapper died (nothing of the stack held it)
+    shell: object = None        # what holds the wrapper's block meanwhile (None: nothing landed there)
 
 
 @dataclasses.dataclass
@@ -101,34 +105,48 @@ def end_group(state, case, result, birth: Birth) -> None:
 def _kill(state, case, result) -> None:
     import torch.distributed as dist
 
-    dead = DeadGroup(state.group, f"{desc_of(state)} (ranks {list(range(state.world))})")
+    desc, size = f"{desc_of(state)} (ranks {list(range(state.world))})", sys.getsizeof(state.group)
+    try:
+        alive = weakref.ref(state.group)
+    except TypeError:
+        alive = None
+    held = probe_slots(PROBES)        # made before the block is freed (see probe_slots)
+    dead = DeadGroup(id(state.group), desc, freed=False)
     dist.destroy_process_group(state.group)
-    state.group, state.dead_group = None, dead
+    state.group = None
     collect()
+    dead.freed = alive is not None and alive() is None
+    filler = _filler(size)
+    if dead.freed and filler is not None:
+        with quiet_allocator():
+            dead.shell = land_on(dead.ident, filler, held)
+    del held
+    state.dead_group = dead
     last = case.models - 1
-    scan = scan_registries(state.stack, state.stack.registries(), {id(dead.wrapper): dead.desc}, EntryOrigins(),
-                           case.name, last)
+    scan = scan_registries(state.stack, state.stack.registries(), {dead.ident: desc}, EntryOrigins(), case.name, last)
     for found in scan.failures[:8]:
         result.failures.append(Failure(Oracle.HYGIENE, found.line, rank=state.rank, model=last, kind=HOLDS_DEAD_ID,
                                        registry=found.registry))
 
 
+def _filler(size: int):
+    """A maker of shells for a block of ``size`` bytes (what ``sys.getsizeof`` says an object
+    takes): bytes objects of that size, or None where none is (the shortest ones are shared)."""
+    n = size - sys.getsizeof(b"")
+    return (lambda: bytes(n)) if n >= 2 else None
+
+
 def _remake(state, dead: DeadGroup, birth: Birth) -> None:
-    dead_id = id(dead.wrapper)
-    try:
-        alive = weakref.ref(dead.wrapper)
-    except TypeError:
-        alive = None
-    held = probe_slots(PROBES)        # made before the block is freed (see probe_slots)
-    dead.wrapper = None
-    collect()
-    freed = alive is not None and alive() is None
-    state.group = state._stack_group(lambda make, held=held: _made_on(dead_id, held, make) if freed else make())
-    del held
-    if freed and id(state.group) == dead_id:
+    held = probe_slots(PROBES)
+    landing = dead.shell is not None
+    shell, dead.shell = [dead.shell], None     # freed by _made_on right before the wrapper is made
+    target = dead.ident
+    state.group = state._stack_group(lambda make: _made_on(target, held, make, shell.clear) if landing else make())
+    del held, shell
+    if landing and id(state.group) == dead.ident:
         birth.reuse_events += 1
         birth.examples.append(f"the new {desc_of(state)} took the id of dead {dead.desc}")
-    elif not freed:
+    elif not dead.freed:
         birth.examples.append(f"the new {desc_of(state)} could not take the id of dead {dead.desc}: the "
                               f"stack still holds it")
 
@@ -137,8 +155,9 @@ def desc_of(state) -> str:
     return f"process group #{state.groups_made}"
 
 
-def _made_on(target: int, held: list, make):
-    """``make()`` (a new_group) with its ProcessGroup object built on the block at ``target``."""
+def _made_on(target: int, held: list, make, release):
+    """``make()`` (a new_group) with its ProcessGroup object built on the block at ``target``,
+    which ``release()`` frees just before (nothing of new_group's own work can take it then)."""
     import torch.distributed.distributed_c10d as c10d
 
     real = c10d.ProcessGroup
@@ -153,6 +172,7 @@ def _made_on(target: int, held: list, make):
     class ProcessGroup(metaclass=_Landing):
         def __new__(cls, *args):
             with quiet_allocator():
+                release()
                 pg = land_on(target, lambda: real(*args), held)
             return pg if pg is not None else real(*args)
 
