@@ -141,7 +141,8 @@ def _remake(state, dead: DeadGroup, birth: Birth) -> None:
     landing = dead.shell is not None
     shell, dead.shell = [dead.shell], None     # freed by _made_on right before the wrapper is made
     target = dead.ident
-    state.group = state._stack_group(lambda make: _made_on(target, held, make, shell.clear) if landing else make())
+    state.group = state._stack_group(lambda make, held=held, release=shell.clear:
+                                     _made_on(target, held, make, release) if landing else make())
     del held, shell
     if landing and id(state.group) == dead.ident:
         birth.reuse_events += 1
