@@ -34,12 +34,16 @@ def test_every_drawn_case_is_accepted_and_the_declared_space_is_covered(stack):
         seen["fp8_params"].add(m.fp8_params)
         seen["data_parallel"].add(m.data_parallel)
         assert all(d % caps.dim_multiple == 0 for d in m.dims) and case.batch % caps.batch_multiple == 0
-        assert not m.userbuffers and not m.bias and m.recipe.reduce_amax == (True in caps.reduce_amax)
+        seen["userbuffers"].add(m.userbuffers)
+        assert m.userbuffers in caps.userbuffers and (m.userbuffers or not m.bias), m
+        assert m.recipe.reduce_amax == (True in caps.reduce_amax)
     assert seen["format"] == set(caps.formats)
     assert seen["scaling"] == set(caps.drawn_scalings())
     assert seen["construction"] == {c.value for c in caps.constructions}
     assert seen["fp8_params"] == set(caps.fp8_params)
     assert seen["data_parallel"] == set(caps.data_parallel)
+    # Userbuffers layers where the declaration is the whole story (TE refuses most shapes itself)
+    assert seen["userbuffers"] == (set(caps.userbuffers) if caps.declines is None else {False})
 
 
 def test_te_cases_are_in_te_gemm_shapes():

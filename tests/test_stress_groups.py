@@ -63,7 +63,10 @@ def test_the_same_shard_twice_runs_the_same_cases(tmp_path):
 
 def test_two_groups_run_side_by_side_and_shrink_a_failure_once(tmp_path):
     out = tmp_path / "g"
-    result = _finish(_start(out, "--sut", "emulated-buggy", "--groups", "2", "--seed", "2", "--max-cases", "10",
+    # Seed 10: the first five cases of batch 0 (group 0) and of batch 1 (group 1) each hold a case with
+    # FP8 parameters and several models, which the buggy stack's bookkeeping fails the same way. A
+    # seed's cases change when stress learns to draw more (then pick a seed that has such a pair).
+    result = _finish(_start(out, "--sut", "emulated-buggy", "--groups", "2", "--seed", "10", "--max-cases", "10",
                             "--minutes", "5", "--batch-seconds", "600", "--shrink-seconds", "3"), timeout=400)
     assert result.returncode == 1, result.stderr[-3000:]
     merged = _load(out)

@@ -47,8 +47,11 @@ class _Group:
         pass
 
 
+WORLD = 1       # the shrinker's (below): the batch is drawn for it, as stress draws for its run
+
+
 def _batch() -> list:
-    return [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(draw_batch(SEED, 60))]
+    return [c.with_(name=f"stress/b000/c{i:03d}") for i, c in enumerate(draw_batch(SEED, 60, world_size=WORLD))]
 
 
 def _natural(case) -> bool:
@@ -61,7 +64,7 @@ def _index(batch, wanted, before=lambda c: True) -> int:
 
 
 def _shrinker(group) -> Shrinker:
-    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=1)
+    cfg = RunConfig(sut="emulated-buggy", launcher="inproc", world_size=WORLD)
     return Shrinker(cfg, Budget(60, 30), lambda _cfg: group, note=lambda _msg: None)
 
 

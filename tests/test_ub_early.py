@@ -11,18 +11,13 @@ the communicator, the chunk and the counts.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 
 from harness.case.catalog import userbuffers_cases
 from harness.runner.config import RunConfig
 from harness.runner.session import run
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from tests.planted.runs import run_repro
 
 
 def _run(sut: str, names: list[str]):
@@ -70,13 +65,8 @@ def test_a_consumer_that_waits_one_count_too_few_reads_before_the_write_landed(t
     assert "operation sequences have diverged" not in case.detail, case.detail
     assert "no chunk header" not in case.detail, case.detail
     # the printed command, run as printed, fails the same way
-    argv = shlex.split(case.repro)
-    assert argv[:4] == ["python", "-m", "harness", "run"] and argv[argv.index("--cases") + 1] == "userbuffers/row"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH", "")) if p))
-    out = tmp_path / "repro.json"
-    again = subprocess.run([sys.executable] + argv[1:] + ["--json", str(out)], cwd=ROOT, env=env,
-                           capture_output=True, text=True, timeout=180)
+    assert shlex.split(case.repro)[shlex.split(case.repro).index("--cases") + 1] == "userbuffers/row"
+    again, ran = run_repro(case.repro, tmp_path / "repro.json", timeout_s=180)
     assert again.returncode == 1, again.stdout + again.stderr
-    [ran] = json.loads(out.read_text())["cases"]
     assert ran["oracle"] == "buffer-integrity", ran
     assert "read before the producer's write landed" in again.stdout, again.stdout

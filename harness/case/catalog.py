@@ -139,7 +139,36 @@ def userbuffers_cases() -> list[CaseSpec]:
                         model=ModelSpec(dims=(32, 32), recipe=DelayedScalingRecipe(amax_history_len=16, margin=3),
                                         fp8_params=True, construction="init_cast", data_parallel=False,
                                         userbuffers=True, tp_layout="column")))
+    out += userbuffers_forced_reuse_cases() + long_process_cases()
     return out
+
+
+def userbuffers_forced_reuse_cases() -> list[CaseSpec]:
+    """Tensor-parallel cases that force reuse themselves, as :func:`forced_reuse_cases` do for data
+    parallel: every model after the first takes the ids of a dead model's FP8 weight storages, on
+    every rank (column layout) or on rank 0 only (row layout), whatever the run's ``--reuse``. So
+    state keyed by a dead weight's id, read anywhere on the tensor-parallel path (its GEMMs
+    included), meets a new weight in every run."""
+    recipe = DelayedScalingRecipe(amax_history_len=16)
+    return [CaseSpec(name=f"userbuffers/reuse-{layout}-{mode}", batch=8, steps=3, models=3, reuse=mode,
+                     model=ModelSpec(dims=(32, 32), recipe=recipe, fp8_params=True, construction="copy",
+                                     data_parallel=False, userbuffers=True, tp_layout=layout, bias=bias))
+            for layout, mode, bias in (("column", "symmetric", False), ("row", "asymmetric", True))]
+
+
+LONG_CYCLES = 300     # models of the long-process case's light loop: 2 operations per model per communicator
+
+
+def long_process_cases() -> list[CaseSpec]:
+    """A long-lived process in one case: after one model with every per-model check,
+    :data:`LONG_CYCLES` more built, trained 2 steps and destroyed in a light loop
+    (:mod:`harness.runner.rank.cycles`), so the column layout's communicators go through
+    ``2 * LONG_CYCLES`` operations and more (600: a counter of 9 bits or fewer wraps) and the
+    build/destroy cycle through ``LONG_CYCLES + 1`` models in one process."""
+    recipe = DelayedScalingRecipe(amax_history_len=16)
+    return [CaseSpec(name="userbuffers/long-column", batch=8, steps=2, models=1, cycles=LONG_CYCLES,
+                     model=ModelSpec(dims=(16, 16), recipe=recipe, fp8_params=True, construction="copy",
+                                     data_parallel=False, userbuffers=True, tp_layout="column"))]
 
 
 def select_cases(cases: list[CaseSpec], expr: str | None) -> list[CaseSpec]:

@@ -7,6 +7,9 @@ launch; each model trains ``steps`` steps on its own seeded data.
 Scenarios:
 
 * ``sequence``: model k is destroyed before model k+1 is built.
+
+``cycles`` more models follow in a light loop (a long-lived process in one case: a communicator
+through hundreds of operations, hundreds of builds and deaths; :mod:`harness.runner.rank.cycles`).
 """
 
 from __future__ import annotations
@@ -36,11 +39,13 @@ class CaseSpec:
     data_seed: int = 0
     fault: str = "none"         # fault injection (see harness.faults); "none" for regular cases
     reuse: str = ""             # id-reuse policy for this case; "" takes the run's --reuse
+    cycles: int = 0             # models more after ``models``, in a light loop (harness.runner.rank.cycles)
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
             raise UsageError("case name must be a non-empty string")
-        for field, value, low in (("batch", self.batch, 1), ("steps", self.steps, 1), ("models", self.models, 1)):
+        for field, value, low in (("batch", self.batch, 1), ("steps", self.steps, 1), ("models", self.models, 1),
+                                  ("cycles", self.cycles, 0)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise UsageError(f"case {self.name!r}: {field} must be an integer >= {low}, got {value!r}")
         if self.scenario not in SCENARIOS:

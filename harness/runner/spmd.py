@@ -31,6 +31,7 @@ from harness.runner.judge import GroupOutcome, Recycle
 from harness.runner.pipeline import GroupLost
 from harness.runner.placement import host_name, one_host_reason
 from harness.runner.rank.execute import execute_case
+from harness.runner.rank.group_death import begin_group, end_group
 from harness.runner.rank.result import RankResult
 from harness.runner.rank.state import RankState
 from harness.runner.rank.watchdog import Watchdog, die_with_parent
@@ -127,9 +128,11 @@ class SpmdBackend:
         key, state = self._key(index), self.state
         self._case_name = case.name
         self.watchdog.watch(key)
+        birth = begin_group(state)
         state.begin_case(key)
         result = execute_case(case, state, fault_hook=fault_hook)
         state.end_case(len(result.collectives), failed=result.left_with_error())
+        end_group(state, case, result, birth)
         self.watchdog.idle()
         self.store.set(f"res/{key}/{self.rank}", json.dumps(result.to_dict()))
         if not self.leader:
@@ -157,7 +160,7 @@ class SpmdBackend:
     def run_isolated(self, index: int, case) -> GroupOutcome:
         key = self._key(index)
         answer = self.zygote.run(isolated_request(case, f"iso{key}", self.store_at),
-                                 timeout=isolated_timeout(self.cfg.deadline_s))
+                                 timeout=isolated_timeout(self.cfg.deadline_s, case))
         self.store.set(f"iso/{key}/{self.rank}", json.dumps(answer))
         if not self.leader:
             return GroupOutcome({}, [])

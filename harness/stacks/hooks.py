@@ -59,6 +59,10 @@ class Traits:
     needs_one_host: Optional[Callable] = _hook(
         "needs_one_host(case) -> bool: whether the case's ranks must share one host (skipped, with the reason, "
         "when a launch spreads them over several). Default: every Userbuffers case does.")
+    renews_group: Optional[bool] = _hook(
+        "renews_group = True: the process group the stack receives is one made for it, destroyed at the end "
+        "of every case and made anew before the next (harness.runner.rank.group_death); the stack takes each "
+        "model's group from its BuildContext. Default: the default group, for the rank's life.")
     retained_on_purpose: Optional[Any] = _hook(
         "retained_on_purpose = {registry name: why}: registries (by their registries() name) that keep dead "
         "models' state on purpose (the emulated amax buffers, modelling TE's); their growth is a retention "

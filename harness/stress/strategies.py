@@ -89,6 +89,9 @@ def _strategies(caps: Capabilities) -> dict:
         "construction": _one_of(c for c in CONSTRUCTION_ORDER if Construction(c) in caps.constructions),
         "scaling": _one_of(caps.drawn_scalings()),
         "batch": math.lcm(BATCH, caps.batch_multiple),
+        # Only where the declaration is the whole story: TE refuses most Userbuffers shapes through
+        # its ``declines`` (square layers, chunks of 16), and stress draws only cases a stack runs.
+        "userbuffers": _flags(sorted(caps.userbuffers)) if caps.declines is None else st.just(False),
     }
 
 
@@ -98,6 +101,10 @@ _STEPS = st.sampled_from(range(1, 7))
 _MODELS = st.sampled_from(range(1, 5))
 _SPECIALS = st.sampled_from(SPECIALS)
 _REUSE = st.sampled_from(REUSE_MODES)
+# Models more in the light loop: none, or a long-lived process (a communicator through hundreds
+# of operations, hundreds of builds and deaths).
+_CYCLES = st.sampled_from((0, 0, 0, 100, 300))
+TP_LAYOUTS = ("column", "row")
 
 
 @st.composite
@@ -110,14 +117,29 @@ def _case_specs(draw, name: str, caps: Capabilities) -> CaseSpec:
     # Drawn last, and nothing drawn for a stack with one scaling: the emulated stacks' draws
     # are those of a strategy that never had the field.
     scaling = draw(s["scaling"])
-    return case if scaling == model.scaling else case.with_(model=dataclasses.replace(model, scaling=scaling))
+    if scaling != model.scaling:
+        case = case.with_(model=dataclasses.replace(model, scaling=scaling))
+    # Drawn after everything above, so the data-parallel draws are what they were: the family,
+    # then how long the process runs on (cycles: harness.runner.rank.cycles).
+    if draw(s["userbuffers"]):
+        case = case.with_(model=draw(_userbuffers_model(case.model, caps)))
+    cycles = draw(_CYCLES)
+    return case.with_(cycles=cycles) if cycles else case
+
+
+def _userbuffers_model(model: ModelSpec, caps: Capabilities) -> st.SearchStrategy[ModelSpec]:
+    """The drawn model as one tensor-parallel layer (first width -> last), Userbuffers overlap on:
+    the layout, a bias or not, the weight trained or frozen."""
+    return st.builds(dataclasses.replace, st.just(model), dims=st.just((model.dims[0], model.dims[-1])),
+                     userbuffers=st.just(True), data_parallel=st.just(False), tp_layout=st.sampled_from(TP_LAYOUTS),
+                     bias=_flags(sorted(caps.bias)), weight_grad=st.sampled_from((True, False)))
 
 
 def case_specs(name: str = PLACEHOLDER, capabilities: Capabilities = UNDECLARED) -> st.SearchStrategy[CaseSpec]:
     """One case the stack runs, by its declaration; the caller renames it (its name seeds its data).
 
-    Userbuffers and bias stay off: stress draws data-parallel Linear stacks (the Userbuffers
-    family runs in ``harness run``).
+    Data-parallel Linear stacks, or (where the stack declares them and no refusal of its own) one
+    tensor-parallel Userbuffers layer, with or without a bias; either may run on for :data:`_CYCLES` models more.
     """
     return _case_specs(name, capabilities)
 
@@ -135,6 +157,10 @@ def describe(case: CaseSpec) -> str:
     parts.append(m.construction)
     if m.data_parallel:
         parts.append("dp")
+    if m.userbuffers:
+        parts.append(f"userbuffers-{m.tp_layout}{'-bias' if m.bias else ''}{'' if m.weight_grad else '-frozen'}")
+    if case.cycles:
+        parts.append(f"cycles={case.cycles}")
     if case.special != "none":
         parts.append(f"special={case.special}")
     if case.reuse:

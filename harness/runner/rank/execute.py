@@ -45,6 +45,7 @@ from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
 from harness.oracles.retention import RETENTION_NOTE, describe_growth, growth, retained_state, split_growth
 from harness.reference import expected_model
+from harness.runner.rank.cycles import run_cycles
 from harness.runner.rank.exceptions import classify, describe_exception, exception_identity
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
@@ -110,7 +111,8 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
     sizes_before = None
     threads_before = set(threading.enumerate())
     try:
-        if state.settings.reset_between_cases:
+        if state.settings.reset_between_cases or case.cycles:
+            # a long-lived process starts from an empty stack (harness.runner.rank.cycles)
             run.call("reset", state.stack.reset)
             state.registry_sizes.forget()
         # what the registries were before anything of this case ran: the judge compares it between
@@ -125,6 +127,9 @@ def execute_case(case: CaseSpec, state: RankState, fault_hook=None, alone: bool 
             built = _build(run, m)
             _steps(run, built, m)
             _death(run, built, m)
+        if case.cycles:
+            run_cycles(run, _step_data)
+            collect()
     except Exception as exc:  # a crash of the stack under test is a result, not a harness error
         run.fail(classify(exc), describe_exception(exc, run.method, state.stack), **exception_identity(exc))
     finally:

@@ -24,6 +24,7 @@ from harness.runner import messages as msg
 from harness.runner.address import from_environment
 from harness.runner.placement import host_name
 from harness.runner.rank.execute import execute_case
+from harness.runner.rank.group_death import begin_group, end_group
 from harness.runner.rank.settings import RankSettings
 from harness.runner.rank.state import RankState
 from harness.runner.rank.watchdog import Watchdog
@@ -108,11 +109,13 @@ class Worker:
         if state.settings.isolate_alongside:
             self.isolated.begin(m.index, case)
         self.watchdog.watch(m.index)
+        birth = begin_group(state)
         state.begin_case(f"{state.generation}/{m.index}")
         mark(f"rank {self.rank}: case {case.name} started")
         result = execute_case(case, state, fault_hook=fault_hook)
         mark(f"rank {self.rank}: case {case.name} ran")
         state.end_case(len(result.collectives), failed=result.left_with_error())
+        end_group(state, case, result, birth)
         self.watchdog.idle()
         self.send(msg.CaseDone(m.index, self.rank, result.to_dict()))
 

@@ -72,6 +72,8 @@ class RankState:
         self.registry_sizes = LastRegistrySizes()
         self.generation = 0
         self.group = None
+        self.groups_made = 0      # process groups made for the stack (harness.runner.rank.group_death)
+        self.dead_group = None    # the last one, destroyed at a case's end, until the next is made
         self._store = None
 
     @classmethod
@@ -81,10 +83,9 @@ class RankState:
 
         The ledger wraps ``torch.distributed`` before the stack is imported, so that a stack
         that binds a collective by name at import still goes through it."""
+        from harness.phases import mark
         from harness.stacks import load_stack
         from harness.stacks.hooks import traits
-
-        from harness.phases import mark
 
         install()
         settings.apply_environment()
@@ -113,24 +114,37 @@ class RankState:
         """Join this rank's gloo process group through ``store`` and set up the precheck
         (``exchange``: how its messages travel, :mod:`harness.collectives.exchange`; the store's
         keys unless given)."""
-        import torch.distributed as dist
-
         from harness.collectives.precheck import CollectivePrecheck
 
         self._store = store
         self._init_process_group(prefix)
         if self.settings.precheck:
             self.ledger.precheck = CollectivePrecheck(store, self.rank, self.settings.deadline_s, exchange)
-        self.group = dist.group.WORLD
+        self.group = self._stack_group()
 
     def renew_group(self, generation: int) -> None:
         """A fresh process group in the same processes (after a case left gloo in doubt)."""
         import torch.distributed as dist
 
         self.generation = generation
+        self.dead_group = None
         dist.destroy_process_group()
         self._init_process_group(f"pg{generation}/")
-        self.group = dist.group.WORLD
+        self.group = self._stack_group()
+
+    def _stack_group(self, make=None):
+        """The process group the stack receives: the default group, or, for a stack whose groups
+        die (``renews_group``, :mod:`harness.runner.rank.group_death`), a group of every rank of
+        its own, which can be destroyed while the default one lives (``make`` builds it)."""
+        import torch.distributed as dist
+
+        from harness.stacks.hooks import traits
+
+        if not traits(self.stack).renews_group or self.world < 2:
+            return dist.group.WORLD
+        self.groups_made += 1
+        ranks = list(range(self.world))
+        return make(lambda: dist.new_group(ranks)) if make is not None else dist.new_group(ranks)
 
     def leave_group(self) -> None:
         import torch.distributed as dist
@@ -139,7 +153,7 @@ class RankState:
             dist.destroy_process_group()
         except Exception:
             pass
-        self.group = None
+        self.group = self.dead_group = None
 
     def _init_process_group(self, prefix: str) -> None:
         import torch.distributed as dist

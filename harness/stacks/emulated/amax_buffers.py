@@ -30,6 +30,12 @@ class AmaxBuffers:
 
     def register(self, buffer_key: tuple, akey: tuple, recipe, group, meta) -> None:
         self.autocast_arguments[akey] = (recipe, group)
+        if group is not None:
+            # A group made since replaces a dead one of the same ranks in every key (the harness
+            # destroys and recreates groups; TE keeps each key's first group, see group_death).
+            for key, (other_recipe, other) in list(self.autocast_arguments.items()):
+                if other is not group and key[-1] == akey[-1]:
+                    self.autocast_arguments[key] = (other_recipe, group)
         self.buffers.setdefault(buffer_key, []).append(meta)
 
     def reduce_and_update(self, forward: bool, select=lambda key: True) -> None:

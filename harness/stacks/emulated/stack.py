@@ -30,6 +30,8 @@ class EmulatedStack:
         "amax_buffers.buffers": "models TE's global amax buffers, which keep dead models' metas",
         "amax_buffers.autocast_arguments": "models TE's autocast arguments, kept for every key ever seen",
     }
+    # The process group it receives dies between cases (harness.runner.rank.group_death).
+    renews_group = True
 
     def __init__(self, buggy: bool):
         self.buggy = buggy

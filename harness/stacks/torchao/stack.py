@@ -34,6 +34,8 @@ class TorchaoStack:
     """torchao's ``Float8Linear`` models; with ``inject="id-hook"``, plus :mod:`.id_hook`."""
 
     capabilities = _cases.CAPABILITIES
+    # The process group it receives dies between cases (harness.runner.rank.group_death).
+    renews_group = True
 
     def __init__(self, inject: str | None = None):
         if inject is not None and inject not in INJECTIONS:
