@@ -27,7 +27,7 @@ def test_a_registry_keyed_by_a_dead_groups_id_fails_hygiene():
     report = _run("tests.planted.group_id_registry:STACK")
     failed = [c for c in report.cases if c.outcome == "failed"]
     assert failed and all(c.oracle == "hygiene" for c in failed), [(c.name, c.oracle, c.detail[:300]) for c in failed]
-    assert any("group_arena.ARENAS" in c.detail and "process group" in c.detail for c in failed), \
+    assert any("group_arena.ARENAS" in c.detail and "the id of a process group" in c.detail for c in failed), \
         [c.detail[:400] for c in failed]
 
 

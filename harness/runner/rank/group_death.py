@@ -123,7 +123,8 @@ def _kill(state, case, result) -> None:
     del held
     state.dead_group = dead
     last = case.models - 1
-    scan = scan_registries(state.stack, state.stack.registries(), {dead.ident: desc}, EntryOrigins(), case.name, last)
+    scan = scan_registries(state.stack, state.stack.registries(), {dead.ident: desc}, EntryOrigins(), case.name, last,
+                           {dead.ident: "the id of a process group"})
     for found in scan.failures[:8]:
         result.failures.append(Failure(Oracle.HYGIENE, found.line, rank=state.rank, model=last, kind=HOLDS_DEAD_ID,
                                        registry=found.registry))
