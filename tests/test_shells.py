@@ -53,7 +53,24 @@ def test_a_released_object_is_born_again_on_its_address_and_a_held_one_gets_no_s
         first, second = Plain(), Plain()
     SHELLS.settle()
     assert id(first) == addresses[0] and id(second) != addresses[1] and elsewhere[0] is not second
-    assert counts == [1, 0]
+    assert counts == [1]
+
+
+def test_a_placement_lands_in_a_heap_with_many_free_blocks_of_its_size():
+    # Known bad: placing by freeing the shell and allocating until an instance lands on its block
+    # (a search with a bound) missed here: every other one of 100,000 objects of the shell's size
+    # freed after the shell was taken puts 50,000 free blocks ahead of the shell's.
+    MORGUE.configure(ReusePolicy.parse("symmetric"), 0)
+    box = [Plain()]
+    address = id(box[0])
+    assert SHELLS.take(box) == 1
+    crowd = [Plain() for _ in range(100_000)]
+    del crowd[::2]
+    with placing() as counts:
+        born = Plain()
+    SHELLS.settle()
+    assert id(born) == address and counts == [1]
+    del crowd
 
 
 def test_no_placement_where_the_rank_does_not_force_reuse():
@@ -65,4 +82,4 @@ def test_no_placement_where_the_rank_does_not_force_reuse():
         born = [Plain() for _ in range(50)]
     SHELLS.settle()
     gc.collect()
-    assert counts == [0, 0] and address not in {id(b) for b in born}
+    assert counts == [0] and address not in {id(b) for b in born}

@@ -14,9 +14,13 @@ demand. So the runner forces it for every *placeable* model object, without bein
    which their blocks are taken the same way. An object that outlives its release is held by
    something else: the hygiene oracle names it as a survivor, and it gets no shell.
 2. **Place.** While the next model is built on a rank that forces reuse (:func:`placing`), the
-   first instance of a class made there frees the oldest shell of that class and is allocated
-   until it lands on the shell's block (each miss kept until the build ends), so it is born at a
-   dead module's address, in the order the dead model's objects were taken.
+   first instance of a class made there *is* the oldest shell of that class: a bare instance of
+   the class, as ``object.__new__`` makes one, on a dead module's block, which ``__init__`` then
+   fills. So it is born at a dead module's address, in the order the dead model's objects were
+   taken, whatever the heap holds. (Freeing the shell and allocating until an instance lands on
+   its block would be a search through every free block of the size class ahead of the shell's:
+   a long-lived process that freed many objects of that size, such as a test process after a few
+   long runs' reports, holds tens of thousands, and the search missed.)
 3. **Settle.** Shells no build used go to quarantine: never freed, their ids never come back. On
    ranks that do not force reuse every shell ends there, as parked objects do in the morgue.
 
@@ -24,8 +28,8 @@ Placing an instance needs a class whose ``__new__`` is ``object.__new__``: the f
 is placed, it gets :func:`_new`, which allocates exactly as ``object.__new__`` does unless a
 placement is under way (CPython gives a class no allocation slot back once ``__new__`` was
 assigned; :mod:`harness.idreuse.landing` keeps a pass-through for the same reason).
-Everything runs inside :func:`~harness.idreuse.morgue.quiet_allocator` (no collector run, no
-harness thread allocating).
+Taking runs inside :func:`~harness.idreuse.morgue.quiet_allocator` (no collector run, no harness
+thread allocating).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from harness.idreuse.morgue import MORGUE, land_on, probe_slots, quiet_allocator
 
 __harness_hidden__ = True
 
-LANDING_LIMIT = 20_000      # allocations tried per block, at death and at placement
+LANDING_LIMIT = 20_000      # allocations tried per block at death (a shell landing on the freed block)
 _HEAPTYPE = 1 << 9          # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
@@ -76,10 +80,8 @@ class Shells:
     def __init__(self):
         self._queues: dict[type, collections.deque] = {}
         self._quarantine: list = []
-        self._ballast: list = []
         self.active: dict[type, collections.deque] = {}
-        self.placed: list[tuple[int, str]] = []     # (address, class name) of every placement tried
-        self.missed: list[tuple[int, str]] = []     # ... that did not land
+        self.placed = 0                              # instances born on a shell, in this process
 
     # --- death ---------------------------------------------------------------------------------
     def take(self, box: list) -> int:
@@ -126,18 +128,9 @@ class Shells:
                 self.active[cls] = queue
 
     def place(self, klass: type, queue: collections.deque):
-        """Free the oldest shell of ``klass`` and allocate until an instance lands on its block."""
-        held = probe_slots(LANDING_LIMIT)
-        make = lambda: object.__new__(klass)          # noqa: E731 (made before the free)
-        address = id(queue[0])
-        self.placed.append((address, klass.__name__))
-        queue.popleft()                                # the shell's only reference: freed here
-        landed = land_on(address, make, held)
-        self._ballast.append(held)
-        if landed is None:
-            self.missed.append((address, klass.__name__))
-            return object.__new__(klass)
-        return landed
+        """The oldest shell of ``klass``, as the new instance (a bare one on a dead one's block)."""
+        self.placed += 1
+        return queue.popleft()
 
     def settle(self) -> None:
         """After a build (or on a rank that does not force reuse): shells left go to quarantine."""
@@ -145,13 +138,11 @@ class Shells:
         for queue in self._queues.values():
             while queue:
                 self._quarantine.append(queue.popleft())
-        self._ballast.clear()
 
     def clear(self) -> None:
         self.active.clear()
         self._queues.clear()
         self._quarantine.clear()
-        self._ballast.clear()
 
 
 SHELLS = Shells()
@@ -161,14 +152,14 @@ SHELLS = Shells()
 def placing():
     """Around a build (inside :func:`~harness.idreuse.morgue.forcing_window`): on a rank that
     forces reuse, new instances of the classes of the last dead model's objects are born on its
-    objects' addresses. Yields the number of placements tried and missed so far, as a list
-    ``[tried, missed]`` filled in when the block ends."""
-    counts = [0, 0]
-    tried, missed = len(SHELLS.placed), len(SHELLS.missed)
+    objects' addresses. Yields a list ``[placed]``, filled in when the block ends with the number
+    of instances born on a shell."""
+    counts = [0]
+    before = SHELLS.placed
     if MORGUE.releasing:
         SHELLS.begin()
     try:
         yield counts
     finally:
         SHELLS.active.clear()
-        counts[0], counts[1] = len(SHELLS.placed) - tried, len(SHELLS.missed) - missed
+        counts[0] = SHELLS.placed - before

@@ -176,7 +176,7 @@ def _build(run: _CaseRun, m: int) -> _Built:
                        deadline_s=state.settings.deadline_s)
     released_before = len(state.morgue.released_ids)
     try:
-        with forcing_window(), placing() as placed:
+        with forcing_window(), placing():
             model = run.call("build", state.stack.build, run.case.model, ctx)
     except Exception:
         # The build itself failed (an id-keyed hook fired inside it, say): the forced
@@ -189,10 +189,6 @@ def _build(run: _CaseRun, m: int) -> _Built:
     result.models_built += 1
     state.morgue.settle()
     state.shells.settle()
-    if placed[1]:
-        result.reuse_misses += placed[1]
-        result.reuse_examples.append(f"model {m}: {placed[1]} of {placed[0]} module object(s) not born on a dead "
-                                     f"one's address")
     targets = run.call("reuse_targets", state.stack.reuse_targets, model)
     released = state.morgue.released_ids[released_before:]
     if released:
