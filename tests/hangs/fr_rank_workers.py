@@ -21,6 +21,10 @@ def unmatched_all_reduce_rank(rank: int, world_size: int, *, store_path: str) ->
     try:
         dist.all_reduce(torch.ones(3))
         dist.all_gather([torch.empty(2) for _ in range(world_size)], torch.ones(2))
+        # torch symbolizes the recorded frames on a process's first dump (seconds, more under load;
+        # later dumps take milliseconds): done here, on both ranks at once, where no collective is
+        # pending. Made while rank 0's third waited (both ranks' in turn), it outlasted gloo's timeout.
+        flight_recorder.dump()
         store = dist.distributed_c10d._get_default_store()
         if rank == 0:
             work = dist.all_reduce(torch.ones(5), async_op=True)     # no peer yet: stays pending
