@@ -64,6 +64,15 @@ class CaseSpec:
         if isinstance(m.lr, bool) or not isinstance(m.lr, (int, float)) or not math.isfinite(m.lr):
             raise UsageError(f"case {self.name!r}: model lr must be a finite number, got {m.lr!r}")
 
+    @property
+    def reruns_isolated(self) -> bool:
+        """Whether the case gets an isolated re-run (where the run has isolation on): not a
+        long-lived process (``cycles``). It starts from an empty stack, its communicators count
+        from 0, and its repro is the case alone in a fresh process; a re-run alone would double the
+        dearest case of the run (its models are most of the default run's) to compare a run that
+        is already nearly one alone."""
+        return not self.cycles
+
     # --- plain-data round trip -------------------------------------------------------------
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)

@@ -108,10 +108,11 @@ def inherited_drift(results: dict, previous=None) -> list:
                     kind="registries differed between ranks when the case began")]
 
 
-def should_isolate(cfg, shared: GroupOutcome) -> bool:
+def should_isolate(cfg, case, shared: GroupOutcome) -> bool:
     """Isolation compares a working case with itself alone; a case whose communication already
-    failed has nothing to compare (its verdict stands on that failure)."""
-    return cfg.isolation and not shared.broken and not shared.communication_failed()
+    failed has nothing to compare (its verdict stands on that failure), and a long-lived process
+    is not re-run (:attr:`CaseSpec.reruns_isolated`)."""
+    return cfg.isolation and case.reruns_isolated and not shared.broken and not shared.communication_failed()
 
 
 def repro_argv(cfg, *, cases: str | None = None, case_file: str | None = None) -> list[str]:

@@ -92,7 +92,7 @@ class CasePipeline:
         if self.events is not None and backend.leader:
             mark(f"controller: case {case.name} ran (shared run)")
             self.events.case_ran(index, case, shared)
-        isolate = backend.agree(f"isolate/{index}", lambda: "yes" if should_isolate(self.cfg, shared) else "no")
+        isolate = backend.agree(f"isolate/{index}", lambda: "yes" if should_isolate(self.cfg, case, shared) else "no")
         isolated = None
         if isolate == "yes":
             iso = backend.run_isolated(index, case)

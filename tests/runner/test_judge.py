@@ -87,12 +87,14 @@ def test_a_shared_runs_buffer_integrity_failure_empties_the_registries_an_isolat
     assert recycle_plan(clean, [chunk]) is Recycle.KEEP
 
 
-def test_isolation_only_for_a_case_whose_communication_held():
+def test_isolation_only_for_a_case_whose_communication_held_and_not_for_a_long_lived_process():
+    case = CASE
     ok = GroupOutcome({0: result(0, [])}, [])
     failed = GroupOutcome({0: result(0, [], failures=[Failure(Oracle.CROSS_RANK, "x", rank=0)])}, [])
-    assert should_isolate(RunConfig(), ok) and not should_isolate(RunConfig(), failed)
-    assert not should_isolate(RunConfig(isolation=False), ok)
-    assert not should_isolate(RunConfig(), GroupOutcome({}, [], broken=True))
+    assert should_isolate(RunConfig(), case, ok) and not should_isolate(RunConfig(), case, failed)
+    assert not should_isolate(RunConfig(isolation=False), case, ok)
+    assert not should_isolate(RunConfig(), case, GroupOutcome({}, [], broken=True))
+    assert not should_isolate(RunConfig(), dataclasses.replace(case, cycles=300), ok)
 
 
 def test_the_repro_command_repeats_every_setting_that_is_not_the_default():

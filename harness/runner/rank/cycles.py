@@ -19,6 +19,9 @@ hundreds of models, so a counter that wraps or a pool that cycles is reached. Wh
   (:data:`CHECK_EVERY` apart, and the last), the cycle's index and its count of models in the
   failure, so that a failure found after N operations names the length that its repro replays
   (the case itself, all of its cycles, in a fresh process).
+
+Such a case gets no isolated re-run (:attr:`harness.case.spec.CaseSpec.reruns_isolated`): its run
+already starts from an empty stack, and a second one would double the dearest case of the run.
 """
 
 from __future__ import annotations
