@@ -23,10 +23,14 @@ from typing import Iterable, Optional
 
 from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
+from harness.scan.blockvars import reset_per_block
+from harness.scan.factories import closure_made_per_call
 from harness.scan.finding import Confidence
 from harness.scan.getters import keyed_by_getters
 from harness.scan.holders import immortal
 from harness.scan.lastarg import remembers_last_argument
+from harness.scan.livewalk import walks_live_objects
+from harness.scan.stategetters import module_state_getter
 from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding
 from harness.scan.syntax import render, root_of
@@ -66,12 +70,21 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "linecache.cache holds the source lines tracebacks and inspect show: a stale entry changes only the "
             "text shown for code whose object died"
         ))
+    per_block = reset_per_block(hits)
+    if per_block is not None:
+        return Assessment(Confidence.LOW, per_block)
     if any(hit.file_name for hit in writes):
         return Assessment(Confidence.HIGH, "the id is written into a file name or a name registered with the process, which outlives every object")
 
     if not writes:
         if owned:
             return Assessment(Confidence.HIGH, owned)
+        walk = walks_live_objects(_scope(primary)) if lifetime is Lifetime.INSTANCE else None
+        if walk is not None:
+            return Assessment(Confidence.HIGH, (
+                f"{walk} and looks their ids up in its own attribute, filled elsewhere in the class, which holds "
+                "none of them: an object found later on a dead one's address matches its entry"
+            ))
         return Assessment(Confidence.LOW, (
             "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
         ))
@@ -85,6 +98,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
             return Assessment(Confidence.HIGH, owned)
+        state = module_state_getter(primary)
+        if state is not None:
+            return Assessment(Confidence.HIGH, state)
         return Assessment(Confidence.LOW, (
             "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
         ))
@@ -106,6 +122,12 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         if saved_own:
             return Assessment(Confidence.HIGH, (
                 "the saved ids are of objects the owner holds and replaces, so the owner outlives them"
+            ))
+        walk = walks_live_objects(_scope(primary))
+        if walk is not None:
+            return Assessment(Confidence.HIGH, (
+                f"{walk} and keeps ids in its own attribute, holding none of those objects: the registry "
+                "outlives them by design"
             ))
         return Assessment(Confidence.LOW, (
             "an attribute of an object keyed by objects passed to it: if that object lives for one phase "
@@ -140,6 +162,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     pinned = [_pinned(hit, pins, factory_bases) for hit in writes]
     if all(pinned):
         return Assessment(Confidence.LOW, pinned[0])
+    per_call = [closure_made_per_call(hit) for hit in writes] if lifetime is Lifetime.CLOSURE else [None]
+    if all(per_call):
+        return Assessment(Confidence.LOW, per_call[0])
     if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY, Lifetime.CLOSURE):
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"

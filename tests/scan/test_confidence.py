@@ -48,6 +48,17 @@ EXPECTED = {
     "_SOURCES": (Confidence.HIGH, "whole process"),
     "_SIZE_BY_GROUP": (Confidence.LOW, "get_group() hands out"),
     "_SIZE_BY_NEW_GROUP": (Confidence.HIGH, "whole process"),
+    "_saves() in mark()": (Confidence.HIGH, "module-level state"),
+    "_outside_saves() in mark_outside()": (Confidence.LOW, "cannot be seen"),
+    "cache in memo_on_stack()": (Confidence.HIGH, "module-level state"),
+    "Detector.names": (Confidence.HIGH, "every live object"),
+    "Detector.saved": (Confidence.HIGH, "every live object"),
+    "Collector.names": (Confidence.LOW, "one phase"),
+    "Collector.saved": (Confidence.LOW, "only lookups"),
+    "cache in _memoize_by_id()": (Confidence.LOW, "every caller keeps it in a local"),
+    "cache in _memoize_kept()": (Confidence.HIGH, "installed or kept"),
+    "FROZEN_IDS": (Confidence.LOW, "reset in a finally"),
+    "SEEN_IDS": (Confidence.HIGH, "another object"),
 }
 
 
