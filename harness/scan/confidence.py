@@ -30,6 +30,7 @@ from harness.scan.getters import keyed_by_getters
 from harness.scan.holders import immortal
 from harness.scan.lastarg import remembers_last_argument
 from harness.scan.livewalk import walks_live_objects
+from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
 from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding
@@ -79,7 +80,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if not writes:
         if owned:
             return Assessment(Confidence.HIGH, owned)
-        walk = walks_live_objects(_scope(primary)) if lifetime is Lifetime.INSTANCE else None
+        walk = walks_live_objects(_scope(primary), primary.container) if lifetime is Lifetime.INSTANCE else None
         if walk is not None:
             return Assessment(Confidence.HIGH, (
                 f"{walk} and looks their ids up in its own attribute, filled elsewhere in the class, which holds "
@@ -88,6 +89,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, (
             "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
         ))
+    saved = [saved_first(hit) for hit in writes]
+    if all(saved):
+        return Assessment(Confidence.LOW, f"{saved[0]}: the object cannot die while its entries exist")
     last_argument = remembers_last_argument(writes, _own)
     if last_argument is not None:
         return Assessment(Confidence.HIGH, last_argument)
@@ -123,7 +127,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             return Assessment(Confidence.HIGH, (
                 "the saved ids are of objects the owner holds and replaces, so the owner outlives them"
             ))
-        walk = walks_live_objects(_scope(primary))
+        walk = walks_live_objects(_scope(primary), primary.container)
         if walk is not None:
             return Assessment(Confidence.HIGH, (
                 f"{walk} and keeps ids in its own attribute, holding none of those objects: the registry "

@@ -50,7 +50,7 @@ def module_state_getter(hit) -> Optional[str]:
 def _the_call(root: ast.expr, hit) -> Optional[ast.Call]:
     """``getter()`` itself, or a local bound once to it."""
     if isinstance(root, ast.Name):
-        scope = hit.module.scope_of(hit.node)
+        scope = hit.module.scope_of(root)   # the callee's scope where a call delegates the store
         binding, owner = scope.resolve(root.id)
         values = owner.values.get(root.id, []) if binding is Binding.LOCAL else []
         if len(values) != 1 or values[0] is UNTRACKED:

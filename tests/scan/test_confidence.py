@@ -53,6 +53,8 @@ EXPECTED = {
     "cache in memo_on_stack()": (Confidence.HIGH, "module-level state"),
     "Detector.names": (Confidence.HIGH, "every live object"),
     "Detector.saved": (Confidence.HIGH, "every live object"),
+    "Detector.order": (Confidence.LOW, "one phase"),
+    "cache in memo_saved_first()": (Confidence.LOW, "first kept as a value"),
     "Collector.names": (Confidence.LOW, "one phase"),
     "Collector.saved": (Confidence.LOW, "only lookups"),
     "cache in _memoize_by_id()": (Confidence.LOW, "every caller keeps it in a local"),
