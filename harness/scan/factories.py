@@ -82,6 +82,8 @@ def _kept_for_the_call(call: ast.Call, caller, parents: dict) -> bool:
         holder = parents.get(use)
         if isinstance(holder, ast.keyword):
             holder = parents.get(holder)
+        if _only_looked_at(use, holder, parents):
+            continue   # f"{f}", if f or x:, f is None: the value is read, not kept
         if not isinstance(holder, ast.Call) or holder.func is use:
             if isinstance(holder, ast.Call):
                 continue   # called
@@ -89,3 +91,15 @@ def _kept_for_the_call(call: ast.Call, caller, parents: dict) -> bool:
         if callee_name(holder) in MUTATORS or callee_name(holder) == "setattr":
             return False   # handlers.append(f): kept by the container
     return True
+
+
+def _only_looked_at(use: ast.Name, holder: Optional[ast.AST], parents: dict) -> bool:
+    """A use that formats, compares or tests the value and keeps nothing of it."""
+    if isinstance(holder, (ast.FormattedValue, ast.Compare)) or (isinstance(holder, ast.UnaryOp) and isinstance(holder.op, ast.Not)):
+        return True
+    if isinstance(holder, ast.BoolOp):
+        while isinstance(parents.get(holder), (ast.BoolOp, ast.UnaryOp)):
+            holder = parents.get(holder)
+        test_of = parents.get(holder)
+        return isinstance(test_of, (ast.If, ast.While, ast.IfExp, ast.Assert)) and test_of.test is holder
+    return isinstance(holder, (ast.If, ast.While, ast.IfExp, ast.Assert)) and holder.test is use
