@@ -75,7 +75,10 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if per_block is not None:
         return Assessment(Confidence.LOW, per_block)
     if any(hit.file_name for hit in writes):
-        return Assessment(Confidence.HIGH, "the id is written into a file name or a name registered with the process, which outlives every object")
+        return Assessment(Confidence.HIGH, (
+            "the id is written into a file name, a name registered with the process or an identifier made of the "
+            "mapping that holds it, which outlive every object"
+        ))
 
     if not writes:
         if owned:

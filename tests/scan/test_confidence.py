@@ -61,6 +61,8 @@ EXPECTED = {
     "cache in _memoize_kept()": (Confidence.HIGH, "installed or kept"),
     "FROZEN_IDS": (Confidence.LOW, "reset in a finally"),
     "SEEN_IDS": (Confidence.HIGH, "another object"),
+    "config_kwargs in config_identifier()": (Confidence.HIGH, "identifier made of the mapping"),
+    "settings in config_description()": (Confidence.LOW, "caller's"),
 }
 
 
