@@ -34,21 +34,21 @@ def saved_first(hit) -> Optional[str]:
     if source is None:
         return None
     caller = hit.module.scope_of(hit.node).node
-    found = None
+    reasons = []
     for obj in hit.key.objects:
         if not isinstance(obj, ast.Name):
             return None
-        found = None
-        for call in walk_same_scope(caller):
-            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and any(
-                isinstance(a, ast.Name) and a.id == obj.id for a in call.args
-            ):
-                if _helper_keeps_arguments(call.func.id, hit.module, source):
-                    found = f"{obj.id} is first kept as a value in {source} by {call.func.id}() (line {call.lineno})"
-                    break
+        found = next((
+            f"{obj.id} is first kept as a value in {source} by {call.func.id}() (line {call.lineno})"
+            for call in walk_same_scope(caller)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+            and any(isinstance(a, ast.Name) and a.id == obj.id for a in call.args)
+            and _helper_keeps_arguments(call.func.id, hit.module, source)
+        ), None)
         if found is None:
             return None
-    return found
+        reasons.append(found)
+    return reasons[0]
 
 
 def container_source(container: ast.expr, module) -> Optional[str]:
