@@ -48,9 +48,9 @@ def names_a_file(expr: Optional[ast.expr], target: Optional[ast.expr] = None, fu
 _NAMERS = re.compile(r"(register|define|open|save|makedirs|mkdir|write|export|dump|create)", re.IGNORECASE)
 
 
-# Calls that make an identifier (a config id, a hash, a digest) or write out the mapping they
-# are given: an id in that mapping goes into something that outlives the mapping.
-_IDENTIFIER_MAKERS = re.compile(r"(_id$|_id_|hash|fingerprint|digest|save|dump|write)", re.IGNORECASE)
+# Calls that make an identifier of the mapping they are given (a config id, a hash, a
+# digest, a cache key): an id in that mapping goes into something that outlives the mapping.
+_IDENTIFIER_MAKERS = re.compile(r"(_id$|_id_|hash|fingerprint|digest|_key$)", re.IGNORECASE)
 
 
 def _handed_to_namer(target: ast.expr, function: ast.AST) -> bool:
