@@ -33,7 +33,7 @@ from harness.scan.livewalk import walks_live_objects
 from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
 from harness.scan.verdict import Lifetime
-from harness.scan.scopes import UNTRACKED, Binding
+from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
 
 # Containers that live for the whole process (or as long as an installed function).
@@ -102,15 +102,15 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, (
             "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
         ))
+    state = None   # set when the container is module-level state a getter hands out
     if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
             return Assessment(Confidence.HIGH, owned)
         state = module_state_getter(primary)
-        if state is not None:
-            return Assessment(Confidence.HIGH, state)
-        return Assessment(Confidence.LOW, (
-            "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
-        ))
+        if state is None:
+            return Assessment(Confidence.LOW, (
+                "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
+            ))
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(Confidence.HIGH, owned)
@@ -176,6 +176,8 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
         ))
+    if state is not None:
+        return Assessment(Confidence.HIGH, state)
     return Assessment(Confidence.HIGH, "the container lives for the whole process and the keyed objects come from callers")
 
 
@@ -321,24 +323,31 @@ def _callers_pass_immortals(hit) -> Optional[str]:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     qualified = f"{scope.class_name}.{node.name}" if scope.class_name else node.name
-    sites = hit.module.call_sites.get(qualified, [])
+    sites = [(call, caller, hit.module) for call, caller in hit.module.call_sites.get(qualified, [])]
+    index = getattr(hit.module, "index", None)
+    if not scope.class_name and scope.parent is not None and scope.parent.kind is ScopeKind.MODULE and index is not None:
+        # a module-level function: its callers in every scanned file (torch.jit's
+        # _register_builtin(fn, op) is called by the modules that define each fn)
+        elsewhere = index.calls_of(node.name)
+        if elsewhere:
+            sites = [(site.call, site.scope, site.module) for site in elsewhere]
     params = [p for p in scope.params if p != scope.bound_param]
     if not sites:
         return None
     for obj in hit.key.objects:
         if not isinstance(obj, ast.Name) or obj.id not in params:
             return None
-        index = params.index(obj.id)
-        for call, caller_scope in sites:
+        position = params.index(obj.id)
+        for call, caller_scope, caller_module in sites:
             argument = next((k.value for k in call.keywords if k.arg == obj.id), None)
-            if argument is None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-                argument = call.args[index]
-            if argument is None or immortal(argument, SimpleNamespace(module=hit.module, scope=caller_scope)) is None:
+            if argument is None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+                argument = call.args[position]
+            if argument is None or immortal(argument, SimpleNamespace(module=caller_module, scope=caller_scope)) is None:
                 return None
-    lines = ", ".join(str(call.lineno) for call, _ in sites[:3])
+    lines = ", ".join(f"{module.path}:{call.lineno}" if module is not hit.module else f"line {call.lineno}" for call, _, module in sites[:3])
     return (
         f"every call of {node.name}() passes a module-level function, class or import for the keyed "
-        f"parameter (line {lines}), and those live for the whole process"
+        f"parameter ({lines}), and those live for the whole process"
     )
 
 

@@ -102,3 +102,17 @@ def test_a_registry_on_a_replaced_module_attribute_lives_for_one_phase():
     found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
     assert found["state.graph.seen"].confidence is Confidence.LOW, found["state.graph.seen"].confidence_reason
     assert found["state.config.seen"].confidence is Confidence.HIGH, found["state.config.seen"].confidence_reason
+
+
+def test_a_register_function_called_in_other_files_with_module_level_functions_is_low():
+    # register() is called only from users.py, with a module-level function: low; note() is
+    # called there with an object made at run time: high. Both tables come from getters of
+    # the module's own state.
+    fixture = FIXTURE.parent.parent / "registered_elsewhere"
+    result = scan_paths([str(fixture)])
+    found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    registered, noted = found["_get_table() in register()"], found["_get_notes() in note()"]
+    assert registered.confidence is Confidence.LOW, registered.confidence_reason
+    assert "every call of register()" in registered.confidence_reason
+    assert noted.confidence is Confidence.HIGH, noted.confidence_reason
+    assert "module-level state" in noted.confidence_reason
