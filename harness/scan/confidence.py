@@ -102,7 +102,6 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, (
             "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
         ))
-    state = None   # set when the container is module-level state a getter hands out
     if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
             return Assessment(Confidence.HIGH, owned)
@@ -111,6 +110,11 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             return Assessment(Confidence.LOW, (
                 "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
             ))
+        # Module state a getter hands out: process-wide, and only the callers' arguments can
+        # show that the keyed objects live as long (a mark(value) that returns its argument
+        # is no registering decorator).
+        passed = [_callers_pass_immortals(hit) for hit in writes]
+        return Assessment(Confidence.LOW, passed[0]) if all(passed) else Assessment(Confidence.HIGH, state)
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(Confidence.HIGH, owned)
@@ -176,8 +180,6 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
         ))
-    if state is not None:
-        return Assessment(Confidence.HIGH, state)
     return Assessment(Confidence.HIGH, "the container lives for the whole process and the keyed objects come from callers")
 
 
