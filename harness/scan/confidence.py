@@ -23,12 +23,17 @@ from typing import Iterable, Optional
 
 from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
+from harness.scan.blockvars import reset_per_block
+from harness.scan.factories import closure_made_per_call
 from harness.scan.finding import Confidence
 from harness.scan.getters import keyed_by_getters
 from harness.scan.holders import immortal
 from harness.scan.lastarg import remembers_last_argument
+from harness.scan.livewalk import walks_live_objects
+from harness.scan.savedfirst import saved_first
+from harness.scan.stategetters import module_state_getter
 from harness.scan.verdict import Lifetime
-from harness.scan.scopes import UNTRACKED, Binding
+from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
 
 # Containers that live for the whole process (or as long as an installed function).
@@ -66,15 +71,30 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "linecache.cache holds the source lines tracebacks and inspect show: a stale entry changes only the "
             "text shown for code whose object died"
         ))
+    per_block = reset_per_block(hits)
+    if per_block is not None:
+        return Assessment(Confidence.LOW, per_block)
     if any(hit.file_name for hit in writes):
-        return Assessment(Confidence.HIGH, "the id is written into a file name or a name registered with the process, which outlives every object")
+        return Assessment(Confidence.HIGH, (
+            "the id is written into a file name, a name registered with the process or an identifier made of the "
+            "mapping that holds it, which outlive every object"
+        ))
 
     if not writes:
         if owned:
             return Assessment(Confidence.HIGH, owned)
+        walk = walks_live_objects(_scope(primary), primary.container) if lifetime is Lifetime.INSTANCE else None
+        if walk is not None:
+            return Assessment(Confidence.HIGH, (
+                f"{walk} and looks their ids up in its own attribute, filled elsewhere in the class, which holds "
+                "none of them: an object found later on a dead one's address matches its entry"
+            ))
         return Assessment(Confidence.LOW, (
             "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
         ))
+    saved = [saved_first(hit) for hit in writes]
+    if all(saved):
+        return Assessment(Confidence.LOW, f"{saved[0]}: the object cannot die while its entries exist")
     last_argument = remembers_last_argument(writes, _own)
     if last_argument is not None:
         return Assessment(Confidence.HIGH, last_argument)
@@ -85,9 +105,16 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
             return Assessment(Confidence.HIGH, owned)
-        return Assessment(Confidence.LOW, (
-            "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
-        ))
+        state = module_state_getter(primary)
+        if state is None:
+            return Assessment(Confidence.LOW, (
+                "the container comes from code whose result's lifetime cannot be seen, so it may die with the objects"
+            ))
+        # Module state a getter hands out: process-wide, and only the callers' arguments can
+        # show that the keyed objects live as long (a mark(value) that returns its argument
+        # is no registering decorator).
+        passed = [_callers_pass_immortals(hit) for hit in writes]
+        return Assessment(Confidence.LOW, passed[0]) if all(passed) else Assessment(Confidence.HIGH, state)
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(Confidence.HIGH, owned)
@@ -106,6 +133,12 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         if saved_own:
             return Assessment(Confidence.HIGH, (
                 "the saved ids are of objects the owner holds and replaces, so the owner outlives them"
+            ))
+        walk = walks_live_objects(_scope(primary), primary.container)
+        if walk is not None:
+            return Assessment(Confidence.HIGH, (
+                f"{walk} and keeps ids in its own attribute, holding none of those objects: the registry "
+                "outlives them by design"
             ))
         return Assessment(Confidence.LOW, (
             "an attribute of an object keyed by objects passed to it: if that object lives for one phase "
@@ -140,6 +173,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     pinned = [_pinned(hit, pins, factory_bases) for hit in writes]
     if all(pinned):
         return Assessment(Confidence.LOW, pinned[0])
+    per_call = [closure_made_per_call(hit) for hit in writes] if lifetime is Lifetime.CLOSURE else [None]
+    if all(per_call):
+        return Assessment(Confidence.LOW, per_call[0])
     if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY, Lifetime.CLOSURE):
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
@@ -289,24 +325,31 @@ def _callers_pass_immortals(hit) -> Optional[str]:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     qualified = f"{scope.class_name}.{node.name}" if scope.class_name else node.name
-    sites = hit.module.call_sites.get(qualified, [])
+    sites = [(call, caller, hit.module) for call, caller in hit.module.call_sites.get(qualified, [])]
+    index = getattr(hit.module, "index", None)
+    if not scope.class_name and scope.parent is not None and scope.parent.kind is ScopeKind.MODULE and index is not None:
+        # a module-level function: its callers in every scanned file (torch.jit's
+        # _register_builtin(fn, op) is called by the modules that define each fn)
+        elsewhere = index.calls_of(node.name)
+        if elsewhere:
+            sites = [(site.call, site.scope, site.module) for site in elsewhere]
     params = [p for p in scope.params if p != scope.bound_param]
     if not sites:
         return None
     for obj in hit.key.objects:
         if not isinstance(obj, ast.Name) or obj.id not in params:
             return None
-        index = params.index(obj.id)
-        for call, caller_scope in sites:
+        position = params.index(obj.id)
+        for call, caller_scope, caller_module in sites:
             argument = next((k.value for k in call.keywords if k.arg == obj.id), None)
-            if argument is None and index < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: index + 1]):
-                argument = call.args[index]
-            if argument is None or immortal(argument, SimpleNamespace(module=hit.module, scope=caller_scope)) is None:
+            if argument is None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+                argument = call.args[position]
+            if argument is None or immortal(argument, SimpleNamespace(module=caller_module, scope=caller_scope)) is None:
                 return None
-    lines = ", ".join(str(call.lineno) for call, _ in sites[:3])
+    lines = ", ".join(f"{module.path}:{call.lineno}" if module is not hit.module else f"line {call.lineno}" for call, _, module in sites[:3])
     return (
         f"every call of {node.name}() passes a module-level function, class or import for the keyed "
-        f"parameter (line {lines}), and those live for the whole process"
+        f"parameter ({lines}), and those live for the whole process"
     )
 
 

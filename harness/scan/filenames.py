@@ -48,14 +48,27 @@ def names_a_file(expr: Optional[ast.expr], target: Optional[ast.expr] = None, fu
 _NAMERS = re.compile(r"(register|define|open|save|makedirs|mkdir|write|export|dump|create)", re.IGNORECASE)
 
 
+# Calls that make an identifier of the mapping they are given (a config id, a hash, a
+# digest, a cache key): an id in that mapping goes into something that outlives the mapping.
+_IDENTIFIER_MAKERS = re.compile(r"(_id$|_id_|hash|fingerprint|digest|_key$)", re.IGNORECASE)
+
+
 def _handed_to_namer(target: ast.expr, function: ast.AST) -> bool:
     """``self.name = f"op_{id(self)}"`` then ``lib.define(self.name, ...)``: the name leaves
-    the object for a namespace of the process (or the disk) that outlives it."""
+    the object for a namespace of the process (or the disk) that outlives it. Also
+    ``kwargs["con"] = id(con)`` then ``create_config_id(kwargs)``: the id goes into the
+    identifier made of the whole mapping (a cache directory's name, a digest)."""
     shown = ast.unparse(target)
+    holder = ast.unparse(target.value) if isinstance(target, ast.Subscript) else None
     for node in ast.walk(function):
-        if isinstance(node, ast.Call) and _NAMERS.search(callee_name(node) or ""):
-            if any(ast.unparse(argument) == shown for argument in [*node.args, *(k.value for k in node.keywords)]):
-                return True
+        if not isinstance(node, ast.Call):
+            continue
+        name = callee_name(node) or ""
+        arguments = [ast.unparse(argument) for argument in [*node.args, *(k.value for k in node.keywords)]]
+        if _NAMERS.search(name) and shown in arguments:
+            return True
+        if holder is not None and _IDENTIFIER_MAKERS.search(name) and holder in arguments:
+            return True
     return False
 
 

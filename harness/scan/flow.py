@@ -36,8 +36,8 @@ class FlowState:
         if collection is not None:
             self.collections[name] = collection
             return
-        if isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Call)):
-            self.holders[name] = value   # a call: holders.holds() asks whether it constructs
+        if isinstance(value, (ast.Tuple, ast.List, ast.Dict, ast.Set, ast.Call, ast.Subscript)):
+            self.holders[name] = value   # a call: holders.holds() asks whether it constructs; an item: where it came from
 
     def bind_key(self, name: str, facts: KeyFacts) -> None:
         self.forget(name)

@@ -22,16 +22,7 @@ def getter_global(obj: ast.expr, module) -> Optional[tuple[str, str]]:
     if not (isinstance(obj, ast.Call) and isinstance(obj.func, ast.Name) and not obj.args and not obj.keywords):
         return None
     name = obj.func.id
-    owner, function, wanted = module, module.functions.get(name), name
-    index = getattr(module, "index", None)
-    for _ in range(3):   # re-exported through a package's __init__: followed a few steps
-        if function is not None or index is None:
-            break
-        imported = owner.imports.get(wanted)
-        if imported is None or imported.name is None:
-            return None
-        owner, wanted = index.facts(imported.path), imported.name
-        function = owner.functions.get(wanted)
+    owner, function = module_function(name, module)
     if not isinstance(function, ast.FunctionDef):
         return None
     body = [s for s in function.body if not isinstance(s, (ast.Assert, ast.Expr, ast.Global))]
@@ -41,6 +32,23 @@ def getter_global(obj: ast.expr, module) -> Optional[tuple[str, str]]:
     if owner.scope_of(returned).resolve(returned.id)[0] is not Binding.MODULE:
         return None
     return name, returned.id
+
+
+def module_function(name: str, module):
+    """``(facts of the defining module, the function)`` for a module-level function named
+    ``name`` in ``module`` or imported into it (re-exported through a package's
+    ``__init__``: followed a few steps); ``(module, None)`` when it cannot be found."""
+    owner, function, wanted = module, module.functions.get(name), name
+    index = getattr(module, "index", None)
+    for _ in range(3):
+        if function is not None or index is None:
+            break
+        imported = owner.imports.get(wanted)
+        if imported is None or imported.name is None:
+            return module, None
+        owner, wanted = index.facts(imported.path), imported.name
+        function = owner.functions.get(wanted)
+    return owner, function
 
 
 def keyed_by_getters(writes: list) -> Optional[str]:

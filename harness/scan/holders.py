@@ -303,12 +303,22 @@ def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = 
     if isinstance(value, ast.Call) and _constructs(value):
         # Entry(obj, meta): an instance made with the object holds it
         return any(holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)])
+    if isinstance(value, ast.Name) and isinstance(obj, ast.Name) and _read_from(obj.id, value, flow):
+        return True   # group = kwargs["group"]; Entry(**kwargs): the mapping handed over holds it
     if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
         return holds(flow.holders[value.id], obj, flow, followed | {value.id})
     return False
 
 
+def _read_from(name: str, mapping: ast.Name, flow) -> bool:
+    """``name`` was bound to an item of ``mapping`` (``group = kwargs["group"]``)."""
+    source = flow.holders.get(name)
+    return isinstance(source, ast.Subscript) and same_expr(source.value, mapping)
+
+
 def _constructs(call: ast.Call) -> bool:
     """A call of a class by its name (``Entry(...)``, ``mod.Entry(...)``), not of a weak reference."""
-    name = callee_name(call) or ""
+    name = (callee_name(call) or "").lstrip("_")   # _Private(...) is a class call too
+    if isinstance(call.func, ast.Name) and call.func.id == "cls":
+        return True   # cls(...) in a classmethod makes an instance of its class
     return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name

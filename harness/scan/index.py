@@ -73,6 +73,9 @@ class ScanIndex:
             self._calls[name] = found
         return self._calls[name]
 
+    def files_matching(self, pattern: "re.Pattern[bytes]") -> list[str]:
+        """The scanned (parsed) files whose source ``pattern`` finds."""
+        return [path for path, source in self._sources.items() if path in self._trees and pattern.search(source)]
 
     def rebound_names(self) -> set[str]:
         """Every name some scanned file assigns as an attribute (``x.name = ...``,

@@ -92,6 +92,8 @@ _CALLS_AND_DROPS = {
     "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
     "tree_any", "tree_all", "tree_any_only", "tree_all_only", "map_arg", "map_aggregate",
     "_apply",   # nn.Module._apply(fn): fn is called on every parameter and buffer, then dropped
+    # dm-tree / keras tree / jax.tree_util: fn is called on every leaf, then dropped
+    "map_structure", "map_structure_up_to", "map_structure_with_path", "traverse",
 }
 
 

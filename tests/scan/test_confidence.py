@@ -48,6 +48,21 @@ EXPECTED = {
     "_SOURCES": (Confidence.HIGH, "whole process"),
     "_SIZE_BY_GROUP": (Confidence.LOW, "get_group() hands out"),
     "_SIZE_BY_NEW_GROUP": (Confidence.HIGH, "whole process"),
+    "_saves() in mark()": (Confidence.HIGH, "module-level state"),
+    "_outside_saves() in mark_outside()": (Confidence.LOW, "cannot be seen"),
+    "cache in memo_on_stack()": (Confidence.HIGH, "module-level state"),
+    "Detector.names": (Confidence.HIGH, "every live object"),
+    "Detector.saved": (Confidence.HIGH, "every live object"),
+    "Detector.order": (Confidence.LOW, "one phase"),
+    "cache in memo_saved_first()": (Confidence.LOW, "first kept as a value"),
+    "Collector.names": (Confidence.LOW, "one phase"),
+    "Collector.saved": (Confidence.LOW, "only lookups"),
+    "cache in _memoize_by_id()": (Confidence.LOW, "every caller keeps it in a local"),
+    "cache in _memoize_kept()": (Confidence.HIGH, "installed or kept"),
+    "FROZEN_IDS": (Confidence.LOW, "reset in a finally"),
+    "SEEN_IDS": (Confidence.HIGH, "another object"),
+    "config_kwargs in config_identifier()": (Confidence.HIGH, "identifier made of the mapping"),
+    "settings in config_description()": (Confidence.LOW, "caller's"),
 }
 
 
@@ -87,3 +102,17 @@ def test_a_registry_on_a_replaced_module_attribute_lives_for_one_phase():
     found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
     assert found["state.graph.seen"].confidence is Confidence.LOW, found["state.graph.seen"].confidence_reason
     assert found["state.config.seen"].confidence is Confidence.HIGH, found["state.config.seen"].confidence_reason
+
+
+def test_a_register_function_called_in_other_files_with_module_level_functions_is_low():
+    # register() is called only from users.py, with a module-level function: low; note() is
+    # called there with an object made at run time: high. Both tables come from getters of
+    # the module's own state.
+    fixture = FIXTURE.parent.parent / "registered_elsewhere"
+    result = scan_paths([str(fixture)])
+    found = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    registered, noted = found["_get_table() in register()"], found["_get_notes() in note()"]
+    assert registered.confidence is Confidence.LOW, registered.confidence_reason
+    assert "every call of register()" in registered.confidence_reason
+    assert noted.confidence is Confidence.HIGH, noted.confidence_reason
+    assert "module-level state" in noted.confidence_reason

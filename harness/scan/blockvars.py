@@ -1,0 +1,67 @@
+"""Registries held in a ``contextvars.ContextVar`` that is set for one block and reset in a
+``finally``:
+
+    token = FROZEN.set(FROZEN.get() | ids_of(ctx))
+    try:
+        yield ctx
+    finally:
+        FROZEN.reset(token)
+
+    if id(self) in FROZEN.get(): ...
+
+The ids live exactly as long as the block, in which the code that set them holds the objects
+(the context it yields); a variable set and never reset keeps its value for the whole context
+instead, which this rule does not cover.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Optional
+
+from harness.scan.syntax import render
+
+
+def reset_per_block(hits: list) -> Optional[str]:
+    """Why every hit's container is a context variable's value reset in a ``finally``, or None."""
+    names = {_variable(hit.container) for hit in hits}
+    if len(names) != 1 or None in names:
+        return None
+    name = names.pop()
+    index = getattr(hits[0].module, "index", None)
+    if index is None:
+        return None
+    pattern = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\.\s*reset\s*\(")
+    for path in index.files_matching(pattern):
+        module = index.facts(path)
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Try) and node.finalbody and _resets(node.finalbody, name):
+                return (
+                    f"the container is the value of the context variable {name}, set for one block and reset in a "
+                    f"finally ({path}:{node.finalbody[0].lineno}): its entries last only while that block runs"
+                )
+    return None
+
+
+def _variable(container: Optional[ast.expr]) -> Optional[str]:
+    """``NAME`` for a container read as ``NAME.get()`` or ``mod.NAME.get()``."""
+    if not (isinstance(container, ast.Call) and isinstance(container.func, ast.Attribute)):
+        return None
+    if container.func.attr != "get" or container.args or container.keywords:
+        return None
+    shown = render(container.func.value)
+    return shown.rsplit(".", 1)[-1] if shown else None
+
+
+def _resets(block: list, name: str) -> bool:
+    for statement in block:
+        for node in ast.walk(statement):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "reset"
+                and render(node.func.value).rsplit(".", 1)[-1] == name
+            ):
+                return True
+    return False
