@@ -124,7 +124,7 @@ def test_dask_parquet_fragment_is_sent_with_a_dead_filesystem(tmp_path):
 
 
 def test_flax_nn_jit_runs_a_dead_modules_function():
-    """linen/transforms.py:440-470 gives nn.jit a static argument, _HashableProxy, equal to
+    """linen/transforms.py:439-466 gives nn.jit a static argument, _HashableProxy, equal to
     another when the hashes of the modules' fingerprints are equal; the fingerprint holds each
     field's value and a function hashes by its address, while the proxy keeps only a weak
     reference: a module whose function field is born on a dead one's address is equal to the
