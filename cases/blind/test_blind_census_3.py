@@ -25,7 +25,9 @@ import pickle
 import sys
 import types
 
-from cases.blind.pinned import Pins, reborn
+import pytest
+
+from cases.blind.pinned import Pins, reborn, require
 from harness.idreuse.landing import seed_pools
 
 PINS = Pins("torch_xla==2.9.0", "dask==2026.11.0", "flax==0.12.8", "jax==0.10.2",
@@ -88,6 +90,8 @@ def test_dask_parquet_fragment_is_sent_with_a_dead_filesystem(tmp_path):
     FragmentWrapper packed, class-wide, under id(fs), without the filesystem: a fragment of
     a filesystem born on the dead one's address is packed (pickled for a worker) with the dead
     filesystem, and reads the dead filesystem's file."""
+    require("dask", PINS.versions["dask"])
+    pytest.importorskip("pyarrow", reason="dask's parquet reader needs pyarrow")
     parquet = PINS.need("dask", "dask.dataframe.dask_expr.io.parquet")
     import pyarrow as pa
     import pyarrow.dataset as pa_ds
