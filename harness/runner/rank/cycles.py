@@ -26,13 +26,10 @@ already starts from an empty stack, and a second one would double the dearest ca
 
 from __future__ import annotations
 
-import torch
 
-from harness.case.data import initial_weights
 from harness.oracles.findings import REFERENCE_DIFFERS, Oracle
 from harness.oracles.reference import final_mismatch
 from harness.reference import expected_model
-from harness.stacks.protocol import BuildContext
 
 __harness_hidden__ = True
 
@@ -44,10 +41,7 @@ def run_cycles(run, step_data) -> None:
     state, case = run.state, run.case
     for k in range(case.cycles):
         m = case.models + k
-        ctx = BuildContext(rank=state.rank, world_size=state.world, group=state.group, device=torch.device("cpu"),
-                           initial_weights=initial_weights(case, m, state.settings.seed),
-                           deadline_s=state.settings.deadline_s)
-        model = state.stack.build(case.model, ctx)
+        model = state.stack.build(case.model, state.build_context(case, m))
         for t in range(case.steps):
             state.ledger.progress()
             x, dy = step_data(case, state, m, t)

@@ -30,9 +30,8 @@ import threading
 import time
 import traceback
 
-import torch
 
-from harness.case.data import initial_weights, step_grad_output, step_inputs, tp_shapes, tp_tensor
+from harness.case.data import step_grad_output, step_inputs, tp_shapes, tp_tensor
 from harness.case.spec import CaseSpec
 from harness.collectives.registry_digest import registry_summary
 from harness.idreuse.morgue import ReusePolicy, forcing_window
@@ -50,7 +49,7 @@ from harness.runner.rank.exceptions import classify, describe_exception, excepti
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
 from harness.runner.rank.state import RankState
 from harness.stacks.hooks import traits
-from harness.stacks.protocol import BuildContext, StepOutputs, checked_return
+from harness.stacks.protocol import StepOutputs, checked_return
 
 __harness_hidden__ = True
 
@@ -171,9 +170,7 @@ def _build(run: _CaseRun, m: int) -> _Built:
     """Phase 1: build model ``m``; count reuse events and forced reuses that did not land."""
     state, result = run.state, run.result
     t0 = time.perf_counter()
-    ctx = BuildContext(rank=state.rank, world_size=state.world, group=state.group, device=torch.device("cpu"),
-                       initial_weights=initial_weights(run.case, m, state.settings.seed),
-                       deadline_s=state.settings.deadline_s)
+    ctx = state.build_context(run.case, m)
     released_before = len(state.morgue.released_ids)
     try:
         with forcing_window(), placing():

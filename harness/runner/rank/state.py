@@ -146,6 +146,17 @@ class RankState:
         ranks = list(range(self.world))
         return make(lambda: dist.new_group(ranks)) if make is not None else dist.new_group(ranks)
 
+    def build_context(self, case, m: int):
+        """What the stack's ``build`` receives for model ``m`` of ``case`` on this rank."""
+        import torch
+
+        from harness.case.data import initial_weights
+        from harness.stacks.protocol import BuildContext
+
+        return BuildContext(rank=self.rank, world_size=self.world, group=self.group, device=torch.device("cpu"),
+                            initial_weights=initial_weights(case, m, self.settings.seed),
+                            deadline_s=self.settings.deadline_s)
+
     def leave_group(self) -> None:
         import torch.distributed as dist
 
