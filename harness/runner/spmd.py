@@ -160,7 +160,7 @@ class SpmdBackend:
     def run_isolated(self, index: int, case) -> GroupOutcome:
         key = self._key(index)
         answer = self.zygote.run(isolated_request(case, f"iso{key}", self.store_at),
-                                 timeout=isolated_timeout(self.cfg.deadline_s, case))
+                                 timeout=isolated_timeout(self.cfg.deadline_s))
         self.store.set(f"iso/{key}/{self.rank}", json.dumps(answer))
         if not self.leader:
             return GroupOutcome({}, [])
