@@ -12,7 +12,7 @@ import re
 from harness.case.spec import CaseSpec
 from harness.errors import UsageError
 from harness.fp8.recipe import DelayedScalingRecipe
-from harness.case.model import ModelSpec
+from harness.case.model import TP_LAYOUTS, ModelSpec
 
 
 def _case(name, *, fmt="HYBRID", hist=16, algo="max", margin=0, dims=(16, 32, 16), steps=6, models=3,
@@ -124,7 +124,7 @@ def userbuffers_cases() -> list[CaseSpec]:
     """
     out = []
     recipe = DelayedScalingRecipe(amax_history_len=16)
-    for layout in ("column", "row"):
+    for layout in TP_LAYOUTS:
         for bias in (False, True):
             for wgrad in (True, False):
                 name = f"userbuffers/{layout}{'-bias' if bias else ''}{'' if wgrad else '-frozen'}"

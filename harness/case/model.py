@@ -6,6 +6,8 @@ import dataclasses
 
 from harness.fp8.recipe import DelayedScalingRecipe
 
+TP_LAYOUTS = ("column", "row")      # a tensor-parallel layer's layouts (ModelSpec.tp_layout)
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:

@@ -26,6 +26,7 @@ import math
 
 from hypothesis import strategies as st
 
+from harness.case.model import TP_LAYOUTS
 from harness.case.spec import SPECIALS, CaseSpec
 from harness.fp8.recipe import DelayedScalingRecipe
 from harness.stacks.capabilities import UNDECLARED, Capabilities, Construction
@@ -104,7 +105,6 @@ _REUSE = st.sampled_from(REUSE_MODES)
 # Models more in the light loop: none, or a long-lived process (a communicator through hundreds
 # of operations, hundreds of builds and deaths).
 _CYCLES = st.sampled_from((0, 0, 0, 100, 300))
-TP_LAYOUTS = ("column", "row")
 
 
 @st.composite

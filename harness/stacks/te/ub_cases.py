@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.case.catalog import userbuffers_cases as catalogue_ub_cases
+from harness.case.model import TP_LAYOUTS
 from harness.case.spec import CaseSpec
 from harness.stacks.protocol import ModelSpec
 from harness.stacks.te_common import placement as _placement
@@ -52,7 +53,7 @@ def decline_reason(spec: ModelSpec) -> str | None:
     reason = te_decline_reason(dataclasses.replace(spec, userbuffers=False, bias=False))
     if reason is not None:
         return reason
-    if spec.tp_layout not in ("column", "row"):
+    if spec.tp_layout not in TP_LAYOUTS:
         return f"--sut te: tp_layout {spec.tp_layout!r} is not column or row"
     return None
 
