@@ -75,8 +75,7 @@ def isolated_request(case, token: str, store: dict | None) -> dict:
 
 
 def isolated_timeout(deadline_s: float) -> float:
-    """How long a rank waits for its zygote's answer: the case's waits, several times over (a case
-    with cycles, the one whose length would count, gets no isolated run)."""
+    """How long a rank waits for its zygote's answer: the case's waits, several times over."""
     return deadline_s * 4 + 30
 
 
