@@ -12,6 +12,16 @@
 The ids live exactly as long as the block, in which the code that set them holds the objects
 (the context it yields); a variable set and never reset keeps its value for the whole context
 instead, which this rule does not cover.
+
+The same holds for an attribute of a shared object (a ``threading.local`` context, a
+module-level state object) that the module sets to ``None`` or a new empty container, or
+clears, in a ``finally``: the ids of one ``repr`` or one walk, dropped when it ends::
+
+    CONTEXT.seen = set()
+    try:
+        ...
+    finally:
+        CONTEXT.seen = None
 """
 
 from __future__ import annotations
@@ -25,6 +35,9 @@ from harness.scan.syntax import render
 
 def reset_per_block(hits: list) -> Optional[str]:
     """Why every hit's container is a context variable's value reset in a ``finally``, or None."""
+    attribute = _reset_attribute(hits)
+    if attribute is not None:
+        return attribute
     names = {_variable(hit.container) for hit in hits}
     if len(names) != 1 or None in names:
         return None
@@ -65,3 +78,46 @@ def _resets(block: list, name: str) -> bool:
             ):
                 return True
     return False
+
+
+def _reset_attribute(hits: list) -> Optional[str]:
+    """Why every hit's container, an attribute (``CONTEXT.seen``), is emptied in a ``finally``
+    of its module, or None."""
+    shown = {render(hit.container) for hit in hits if hit.container is not None}
+    modules = {id(hit.module): hit.module for hit in hits}
+    if len(shown) != 1 or len(modules) != 1:
+        return None
+    container = next(iter(hits)).container
+    if not isinstance(container, ast.Attribute):
+        return None
+    name = shown.pop()
+    module = modules.popitem()[1]
+    for node in ast.walk(module.tree):
+        if isinstance(node, ast.Try) and node.finalbody and _empties(node.finalbody, name):
+            return (
+                f"{name} is emptied in a finally ({module.path}:{node.finalbody[0].lineno}): its entries last only "
+                "while the block that fills it runs, which holds the objects"
+            )
+    return None
+
+
+def _empties(block: list, name: str) -> bool:
+    for statement in block:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Assign) and any(render(t) == name for t in node.targets) and _empty(node.value):
+                return True
+            if (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "clear"
+                and render(node.func.value) == name
+            ):
+                return True
+    return False
+
+
+def _empty(value: ast.expr) -> bool:
+    """``None``, ``{}``, ``[]``, ``set()``, ``dict()``: a value holding no entry."""
+    if isinstance(value, ast.Constant):
+        return value.value is None
+    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.Tuple)):
+        return not (value.keys if isinstance(value, ast.Dict) else value.elts)
+    return isinstance(value, ast.Call) and not value.args and not value.keywords and render(value.func) in ("set", "dict", "list")

@@ -3,9 +3,10 @@
 A nested function handed to another function can be kept by it, and with it what it captures.
 Two shapes show that it is not:
 
-* the function it is given is defined in the same module and only calls that parameter, or
-  hands it to itself again (a recursive walk: ``_map_output(value, fn)`` calling ``fn(leaf)``
-  and ``_map_output(child, fn)``): it runs while the call runs and is dropped with it;
+* the function it is given is defined in the same module and only calls that parameter, hands
+  it to itself again (a recursive walk: ``_map_output(value, fn)`` calling ``fn(leaf)`` and
+  ``_map_output(child, fn)``) or to a call that only calls it (``treedef.walk(g, fn, x)``,
+  ``tree_leaves(x, is_leaf=fn)``): it runs while the call runs and is dropped with it;
 * it is an entry of a dispatch table the defining function builds and keeps to itself
   (``d = {"LOAD_ATTR": from_load_attr, ...}; d.get(op)(x)``).
 """
@@ -16,6 +17,30 @@ import ast
 from typing import Callable, Optional
 
 from harness.scan.syntax import callee_name
+
+# Functions that call the function they are given while they run and keep nothing of it.
+CALLS_AND_DROPS = {
+    "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
+    "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
+    "tree_any", "tree_all", "tree_any_only", "tree_all_only", "map_arg", "map_aggregate",
+    "_apply",   # nn.Module._apply(fn): fn is called on every parameter and buffer, then dropped
+    # dm-tree / keras tree / jax.tree_util: fn is called on every leaf, then dropped
+    "map_structure", "map_structure_up_to", "map_structure_with_path", "traverse",
+    "leaves", "tree_leaves", "tree_flatten", "tree_reduce", "map_with_path", "walk",
+}
+
+# Keyword arguments that name a predicate a tree walk calls on each node and drops.
+_PREDICATE_KEYWORDS = {"is_leaf", "key"}
+
+
+def calls_and_drops(call: Optional[ast.AST], use: ast.AST) -> bool:
+    """``use`` (a nested function or lambda) is an argument of a call that only calls it:
+    ``map(f, xs)``, ``tree_map(f, tree)``, or any call given it as ``is_leaf=``/``key=``."""
+    if not isinstance(call, ast.Call) or call.func is use:
+        return False
+    if any(keyword.value is use and keyword.arg in _PREDICATE_KEYWORDS for keyword in call.keywords):
+        return True
+    return callee_name(call) in CALLS_AND_DROPS
 
 
 def only_calls(call: Optional[ast.AST], use: ast.AST, module) -> bool:
@@ -62,6 +87,8 @@ def _param_only_called(function: ast.AST, param: str) -> bool:
         call = parents.get(parent) if isinstance(parent, ast.keyword) else parent
         if isinstance(call, ast.Call) and callee_name(call) == function.name and _same_slot(call, node, parent, function, param):
             continue
+        if calls_and_drops(call, node):
+            continue   # handed on to a call that only calls it (treedef.walk(g, f, x))
         return False
     return True
 

@@ -32,6 +32,7 @@ from harness.scan.lastarg import remembers_last_argument
 from harness.scan.livewalk import walks_live_objects
 from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
+from harness.scan.uses import harmless_staleness
 from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
@@ -66,11 +67,6 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     lifetime = primary.verdict.lifetime
     owned = _owned_keys_elsewhere(hits)
 
-    if writes and all(render(hit.container) == "linecache.cache" for hit in writes if hit.container is not None):
-        return Assessment(Confidence.LOW, (
-            "linecache.cache holds the source lines tracebacks and inspect show: a stale entry changes only the "
-            "text shown for code whose object died"
-        ))
     per_block = reset_per_block(hits)
     if per_block is not None:
         return Assessment(Confidence.LOW, per_block)
@@ -79,6 +75,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "the id is written into a file name, a name registered with the process or an identifier made of the "
             "mapping that holds it, which outlive every object"
         ))
+    harmless = harmless_staleness(hits, writes)
+    if harmless is not None:
+        return Assessment(Confidence.LOW, harmless)
 
     if not writes:
         if owned:

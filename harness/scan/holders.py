@@ -300,14 +300,22 @@ def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = 
         return any(holds(part, obj, flow, followed) for part in [*value.keys, *value.values] if part is not None)
     if isinstance(value, ast.Starred):
         return holds(value.value, obj, flow, followed)
-    if isinstance(value, ast.Call) and _constructs(value):
+    if isinstance(value, ast.Call) and (_constructs(value) or _chosen_for(value, obj)):
         # Entry(obj, meta): an instance made with the object holds it
-        return any(holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)])
+        if any(holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)]):
+            return True
+    if isinstance(obj, ast.Subscript) and isinstance(obj.slice, ast.Constant) and holds(value, obj.value, flow, followed):
+        return True   # Jacobian(ys, xs) keyed by id(ys[0]): the entry holds ys, which holds its item
     if isinstance(value, ast.Name) and isinstance(obj, ast.Name) and _read_from(obj.id, value, flow):
         return True   # group = kwargs["group"]; Entry(**kwargs): the mapping handed over holds it
     if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
         return holds(flow.holders[value.id], obj, flow, followed | {value.id})
     return False
+
+
+def _chosen_for(call: ast.Call, obj: ast.expr) -> bool:
+    """``get_preprocessor(space)(space)``: a class chosen for the object, made with it."""
+    return isinstance(call.func, ast.Call) and any(same_expr(argument, obj) for argument in call.func.args)
 
 
 def _read_from(name: str, mapping: ast.Name, flow) -> bool:

@@ -13,6 +13,7 @@ from harness.scan.destinations import MUTATORS
 from harness.scan.filenames import names_a_file
 from harness.scan.holders import aliases, holds, immortal, loop_holder, owner_pinned, roots
 from harness.scan.keys import KeyFacts
+from harness.scan.passthrough import returns_argument
 from harness.scan.scopes import Binding
 from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
 
@@ -53,6 +54,9 @@ class KeepAlive:
                 continue
             if holds(value, obj, flow) or holds(also_holding, obj, flow):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
+                continue
+            if returns_argument(value, obj, self.module.functions, flow.holders):
+                reasons.append(f"the entry holds {shown} itself, handed back by {render(value)}, so its id cannot be reused while the entry exists")
                 continue
             owner = self._read_from_held(obj, (value, also_holding))
             if owner is not None:

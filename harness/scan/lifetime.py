@@ -113,6 +113,13 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
             identity = f"{scope.name}.{name}" + (f".{path}" if path else "")
             return Verdict(Lifetime.CLASS, False, f"class attribute {scope.name}.{name} lives as long as the class", identity)
         if binding is Binding.CLOSURE:
+            values = owner.values.get(name, [])
+            if path and owner.bound_param and owner.class_name and not owner.binds_class and len(values) == 1 and isinstance(values[0], ast.Name) and values[0].id == owner.bound_param:
+                # graph = self; def hook(...): graph.nodes[id(m)] = ...: the method's own object
+                return Verdict(Lifetime.INSTANCE, False, (
+                    f"{shown}: {name} is {owner.bound_param} (line {values[0].lineno}), so it lives as long as the "
+                    f"{owner.class_name} instance, which can outlive the object"
+                ), f"{owner.class_name}.{path}")
             identity = f"{place.module.path}::{owner.qualname}:{name}" + (f".{path}" if path else "")
             if owner.kind is ScopeKind.FUNCTION and self._nested_escape(scope, owner, place) is None:
                 # Captured only by nested functions that run within the owner's call: as

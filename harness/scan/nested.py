@@ -12,9 +12,9 @@ from typing import Optional
 from harness.scan.destinations import Goes, destinations
 from harness.scan.environment import Place
 from harness.scan.scopes import Scope
-from harness.scan.syntax import callee_name, dotted, render, walk_same_scope
+from harness.scan.syntax import dotted, render, walk_same_scope
 from harness.scan.transient import released_with_frame
-from harness.scan.callees import in_local_table, only_calls
+from harness.scan.callees import calls_and_drops, in_local_table, only_calls
 
 # Decorators that run the function when it is called and keep nothing of it.
 _HARMLESS_DECORATORS = {"no_grad", "inference_mode", "enable_grad", "wraps", "staticmethod", "contextmanager"}
@@ -42,7 +42,7 @@ class NestedFunctions:
             call = place.module.parents.get(node)
             if isinstance(call, ast.keyword):
                 call = place.module.parents.get(call)
-            if _calls_and_drops(call, node) or only_calls(call, node, place.module):
+            if calls_and_drops(call, node) or only_calls(call, node, place.module):
                 return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
             return f"is a lambda passed on at line {node.lineno}, which can be kept"
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -63,7 +63,7 @@ class NestedFunctions:
             call = parents.get(use)
             if isinstance(call, ast.keyword):
                 call = parents.get(call)
-            if _calls_and_drops(call, use) or only_calls(call, use, place.module):
+            if calls_and_drops(call, use) or only_calls(call, use, place.module):
                 continue   # map(f, xs), sorted(xs, key=f), tree_map(f, tree): called, not kept
             user = place.module.scope_of(use)
             if in_local_table(use, user, parents, lambda name: self.escape(name, user, place.at(user))):
@@ -86,17 +86,6 @@ class NestedFunctions:
         return None
 
 
-# Functions that call the function they are given while they run and keep nothing of it.
-_CALLS_AND_DROPS = {
-    "map", "filter", "sorted", "sort", "min", "max", "reduce", "apply",
-    "tree_map", "tree_map_", "tree_map_only", "tree_map_only_", "tree_map_with_path", "tree_flatten_with_path",
-    "tree_any", "tree_all", "tree_any_only", "tree_all_only", "map_arg", "map_aggregate",
-    "_apply",   # nn.Module._apply(fn): fn is called on every parameter and buffer, then dropped
-    # dm-tree / keras tree / jax.tree_util: fn is called on every leaf, then dropped
-    "map_structure", "map_structure_up_to", "map_structure_with_path", "traverse",
-}
-
-
 def _kept_as(use: ast.Name, parents: dict) -> str:
     """How a nested function's name, used as a value, is kept: ``is installed as
     Block.__call__``, ``is returned``, ``is passed to register()``, or ``is passed on as a
@@ -113,15 +102,6 @@ def _kept_as(use: ast.Name, parents: dict) -> str:
     if isinstance(call, ast.Call) and call.func is not use:
         return f"is passed to {render(call.func)}() (and passed on as a value)"
     return "is passed on as a value"
-
-
-def _calls_and_drops(call: Optional[ast.AST], use: ast.Name) -> bool:
-    """``use`` (a nested function's name) is an argument of a call that only calls it."""
-    return (
-        isinstance(call, ast.Call)
-        and call.func is not use
-        and callee_name(call) in _CALLS_AND_DROPS
-    )
 
 
 def _is_generator(function: ast.AST) -> bool:

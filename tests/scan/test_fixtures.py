@@ -135,6 +135,7 @@ FALSE_ALARM_PATTERNS = {
     "file_names.py": "an id written into a file name",
     "counts.py": "a registry that only counts",
     "owners.py": "an entry made with the object; a wrapper that sets the object once and owns the registry",
+    "held_entries.py": "an entry that is the object handed back, a class chosen for it, or holds the keyed item",
 }
 
 
