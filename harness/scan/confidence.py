@@ -179,6 +179,8 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
         ))
+    if "thread-local storage" in primary.verdict.reason:
+        return Assessment(Confidence.HIGH, "the container is kept in thread-local storage across calls, and the keyed objects come from callers")
     return Assessment(Confidence.HIGH, "the container lives for the whole process and the keyed objects come from callers")
 
 

@@ -42,6 +42,8 @@ class ScanIndex:
         self._calls: dict[str, Optional[list[CallSite]]] = {}
         self.module_paths = ModulePaths(trees)
         self._rebound: Optional[tuple[set[str], set[str]]] = None
+        # attribute name -> the file that assigns it threading.local() (harness.scan.threadlocal)
+        self.thread_locals: dict[str, Optional[str]] = {}
 
     def adopt(self, module) -> None:
         """Use ``module`` (already built by the scanner) for its path."""

@@ -21,6 +21,7 @@ from harness.scan.moduleattrs import imported_container, replaced_holder
 from harness.scan.nested import NestedFunctions
 from harness.scan.returns import ReturnedContainers, annotated_class, cached_function, place_in
 from harness.scan.scopes import UNTRACKED, Binding, Scope, ScopeKind
+from harness.scan.threadlocal import thread_local
 from harness.scan.syntax import render, root_of
 from harness.scan.verdict import Lifetime, Verdict
 
@@ -135,7 +136,14 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
                 identity,
             )
         if binding is Binding.PARAM:
-            return self._parameter(name, owner, place, shown, depth)
+            verdict = self._parameter(name, owner, place, shown, depth)
+            stored = thread_local(expr, place) if path and not verdict.safe else None
+            if stored is not None:
+                return Verdict(Lifetime.GLOBAL_OBJECT, False, (
+                    f"{shown} is kept in thread-local storage ({stored[1]} makes it with threading.local()), which "
+                    "outlives the calls that fill it"
+                ), stored[0])
+            return verdict
         return self._local(name, owner, place, shown, depth, path)
 
     def _parameter(self, name: str, scope: Scope, place: Place, shown: str, depth: int) -> Verdict:

@@ -30,6 +30,8 @@ EXPECTED = {
     "Pool._traced": (Confidence.HIGH, "module-level instance"),
     "_WARNED": (Confidence.LOW, "warning"),
     "_PATCHED": (Confidence.HIGH, "whole process"),
+    "_local.torch['loss_mapping'] (thread-local)": (Confidence.HIGH, "thread-local storage"),
+    "run._plain.torch['loss_mapping'] in map_plain()": (Confidence.LOW, "caller's"),
 }
 
 
