@@ -45,6 +45,8 @@ class NestedFunctions:
             if calls_and_drops(call, node) or only_calls(call, node, place.module):
                 return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
             return f"is a lambda passed on at line {node.lineno}, which can be kept"
+        if isinstance(node, ast.ClassDef):
+            return _class_escapes(scope, node, place)
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return "is a class body, which can be kept"
         if isinstance(node, ast.AsyncFunctionDef):
@@ -84,6 +86,21 @@ class NestedFunctions:
                         continue
                 return f"has its result kept at line {call.lineno}"
         return None
+
+
+def _class_escapes(scope: Scope, node: ast.ClassDef, place: Place) -> Optional[str]:
+    """A class defined in a function lives past the call when it is decorated, or when its
+    name is used otherwise than handed out only while the call runs (a ``with`` block that
+    patches it in): an instance made of it keeps it, and so does anything it is given to."""
+    if node.decorator_list or scope.parent is None:
+        return "is a class body, which can be kept"
+    parents = place.module.parents
+    for use in ast.walk(scope.parent.node):
+        if not (isinstance(use, ast.Name) and use.id == node.name and isinstance(use.ctx, ast.Load)):
+            continue
+        if released_with_frame(use, scope.parent.node, parents) is None:
+            return "is a class body, which can be kept"
+    return None
 
 
 def _kept_as(use: ast.Name, parents: dict) -> str:
