@@ -6,7 +6,10 @@
   (``if is_debug: pool[id(item)] = True``), and no scanned call passes it;
 * a set that only keeps a warning from being repeated: every lookup is ``if k in seen:
   return`` in a function that returns nothing, stores nothing but the set, and warns or logs
-  (or ``if k not in seen:`` around the add and the warning).
+  (or ``if k not in seen:`` around the add and the warning);
+* an entry made from other objects alone and made anew whenever the one found was made from
+  others (``if k not in h or h[k].logger is not logger: h[k] = Helper(logger)``): a stale
+  entry is what a new one would be.
 
 Each gives a hazard low confidence (:func:`harness.scan.confidence.assess`); none makes it
 safe, since a caller outside the scanned files could still read the registry.
@@ -25,7 +28,7 @@ _REPORTS = {"warn", "warning", "warn_explicit", "info", "debug", "error", "log",
 
 def harmless_staleness(hits: list, writes: list) -> Optional[str]:
     """Why a stale entry of this registry changes nothing a user sees, or None."""
-    for rule in (_linecache, _debug_only, _warning_dedup):
+    for rule in (_linecache, _debug_only, _warning_dedup, _rebuilt_when_changed):
         reason = rule(hits, writes)
         if reason is not None:
             return reason
@@ -137,3 +140,42 @@ def _only_warns(function: ast.AST, hit) -> bool:
         if isinstance(node, ast.Call) and callee_name(node) in _REPORTS:
             reports = True
     return reports
+
+
+def _rebuilt_when_changed(hits: list, writes: list) -> Optional[str]:
+    lines = []
+    for hit in writes:
+        line = _checked_rebuild(hit)
+        if line is None:
+            return None
+        lines.append(line)
+    if not lines:
+        return None
+    return (
+        f"every entry is made from objects the lookup checks with 'is not' (line {lines[0]}) and made anew when they "
+        "differ: a stale entry is what a new one would be"
+    )
+
+
+def _checked_rebuild(hit) -> Optional[int]:
+    """The line of the ``is not`` check when the store ``c[k] = Made(a, b)`` sits under an
+    ``if`` that compares ``c[k].x is not a`` for every argument, else None."""
+    parents = hit.module.parents
+    statement = parents.get(hit.node)
+    if not (isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call) and hit.container is not None):
+        return None
+    made = statement.value
+    arguments = [*made.args, *(k.value for k in made.keywords)]
+    if not arguments or not all(isinstance(a, ast.Name) for a in arguments):
+        return None
+    guard = parents.get(statement)
+    if not isinstance(guard, ast.If):
+        return None
+    container = render(hit.container)
+    checked = set()
+    for node in ast.walk(guard.test):
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.IsNot):
+            left, right = node.left, node.comparators[0]
+            if isinstance(left, ast.Attribute) and render(left.value).startswith(container + "[") and isinstance(right, ast.Name):
+                checked.add(right.id)
+    return guard.lineno if {a.id for a in arguments} <= checked else None

@@ -32,6 +32,8 @@ EXPECTED = {
     "_PATCHED": (Confidence.HIGH, "whole process"),
     "_local.torch['loss_mapping'] (thread-local)": (Confidence.HIGH, "thread-local storage"),
     "run._plain.torch['loss_mapping'] in map_plain()": (Confidence.LOW, "caller's"),
+    "Patches._helpers": (Confidence.LOW, "what a new one would be"),
+    "Patches._unchecked": (Confidence.HIGH, "whole process"),
 }
 
 
