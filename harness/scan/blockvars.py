@@ -83,12 +83,10 @@ def _resets(block: list, name: str) -> bool:
 def _reset_attribute(hits: list) -> Optional[str]:
     """Why every hit's container, an attribute (``CONTEXT.seen``), is emptied in a ``finally``
     of its module, or None."""
-    shown = {render(hit.container) for hit in hits if hit.container is not None}
+    # the registry's other uses reach it through locals bound to it (stats = node_stats)
+    shown = {render(hit.container) for hit in hits if isinstance(hit.container, ast.Attribute)}
     modules = {id(hit.module): hit.module for hit in hits}
     if len(shown) != 1 or len(modules) != 1:
-        return None
-    container = next(iter(hits)).container
-    if not isinstance(container, ast.Attribute):
         return None
     name = shown.pop()
     module = modules.popitem()[1]

@@ -34,6 +34,8 @@ EXPECTED = {
     "run._plain.torch['loss_mapping'] in map_plain()": (Confidence.LOW, "caller's"),
     "Patches._helpers": (Confidence.LOW, "what a new one would be"),
     "Patches._unchecked": (Confidence.HIGH, "whole process"),
+    "REPR_CONTEXT.stats_once": (Confidence.LOW, "emptied in a finally"),
+    "REPR_CONTEXT.stats_kept": (Confidence.HIGH, "another object"),
 }
 
 
