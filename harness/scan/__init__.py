@@ -43,7 +43,9 @@ match a new object. **High**: both halves are seen -- a process-wide container (
 global, class attribute, a container returned by a ``functools.cache`` function, a closure of
 a function that is installed or returned) keyed by objects callers pass in; an id of the
 owner's own attributes saved on the owner; or ids of the code's own object (``self``, what it
-holds) kept in a container of another object (``lm = current_mode(); lm.cache[id(self)]``).
+holds) kept in a container of another object (``lm = current_mode(); lm.cache[id(self)]``);
+or a container in thread-local storage (an attribute made with ``threading.local()``) of an
+object the callers pass, one registry in every function that reaches it by that path.
 **Low**, with the reason: only lookups are in the scanned files; the container is the
 caller's (a parameter) or comes from code whose lifetime cannot be seen; it is an attribute
 of an object keyed by objects passed to it (a pickler, a builder, one compile: the owner may
@@ -51,7 +53,12 @@ live for one phase); the keyed objects are the functions a decorator registers a
 members of a module or class namespace, or what every call passes as a module-level function;
 another module-level container holds the object (``handlers[fn] = h`` beside
 ``ids.add(id(fn))``); a process-wide entry keyed through the same key factory holds it (a
-pin); or the code checks the entry against the object with ``is``.
+pin); the code checks the entry against the object with ``is``; the container is an
+attribute emptied in a ``finally`` (the ids of one ``repr`` or walk); or a stale entry changes
+nothing a user sees: source in ``linecache.cache`` (also under an imported alias), stores
+made only under ``if flag:`` of a parameter defaulting to ``False`` that no scanned call
+passes, a set that only keeps a warning from being repeated, an entry made from objects the
+lookup checks with ``is not`` and made anew when they differ.
 
 Forms for CI
 ------------
@@ -97,7 +104,10 @@ Each IDK001-IDK006 finding is **safe** or a **hazard**; the message says which a
 It is safe when:
 
 * the same entry holds the object (``d[id(x)] = x``, ``d[id(x)] = (x, meta)``, a name bound
-  to such a tuple, ``d.setdefault(id(x), []).append(x)``, ``{id(p): p for p in ps}``);
+  to such a tuple, ``d.setdefault(id(x), []).append(x)``, ``{id(p): p for p in ps}``), is
+  the object handed back by a function of the module that returns its argument, is made by
+  a class chosen for the object and called with it (``get_cls(x)(x)``), or holds the
+  sequence a keyed item (``xs[0]``) comes from;
 * the container (or attribute) belongs to the object itself (``self.tag = f"t{id(self)}"``);
 * a ``weakref.finalize(x, ...)`` (or ``weakref.ref(x, callback)``) in the same function
   prunes that container, directly or through a function of the same file, or a nested
@@ -124,7 +134,8 @@ It is safe when:
   single entries of the registry (the free of an allocate/free pair), or the registry is
   emptied by the ``__exit__`` of its class or after the ``yield`` of a ``@contextmanager``;
 * the container is returned to callers (in the scanned files) that each use it at once, is
-  captured only by nested functions that are called (not kept) while it lives, or is a
+  captured only by nested functions (or methods of a class defined in the function and
+  handed out only for a ``with`` block) that are called (not kept) while it lives, or is a
   parameter that defaults to None, starts as a new container and is passed only down the
   recursion;
 * it is a read (lookup or membership) of a container every store into which, in any scanned
