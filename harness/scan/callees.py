@@ -30,13 +30,16 @@ CALLS_AND_DROPS = {
 }
 
 # Keyword arguments that name a predicate a tree walk calls on each node and drops.
-_PREDICATE_KEYWORDS = {"is_leaf", "key"}
+_PREDICATE_KEYWORDS = {"is_leaf"}
+# Calls that keep what they are given for a later call.
+_KEEPS = {"partial", "partialmethod"}
 
 
 def calls_and_drops(call: Optional[ast.AST], use: ast.AST) -> bool:
     """``use`` (a nested function or lambda) is an argument of a call that only calls it:
-    ``map(f, xs)``, ``tree_map(f, tree)``, or any call given it as ``is_leaf=``/``key=``."""
-    if not isinstance(call, ast.Call) or call.func is use:
+    ``map(f, xs)``, ``tree_map(f, tree)``, or a call given it as ``is_leaf=`` (but for
+    ``partial``, which keeps it)."""
+    if not isinstance(call, ast.Call) or call.func is use or callee_name(call) in _KEEPS:
         return False
     if any(keyword.value is use and keyword.arg in _PREDICATE_KEYWORDS for keyword in call.keywords):
         return True
