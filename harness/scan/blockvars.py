@@ -30,6 +30,7 @@ import ast
 import re
 from typing import Optional
 
+from harness.scan.lastarg import empty_value
 from harness.scan.syntax import render
 
 
@@ -114,8 +115,6 @@ def _empties(block: list, name: str) -> bool:
 
 def _empty(value: ast.expr) -> bool:
     """``None``, ``{}``, ``[]``, ``set()``, ``dict()``: a value holding no entry."""
-    if isinstance(value, ast.Constant):
-        return value.value is None
-    if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.Tuple)):
-        return not (value.keys if isinstance(value, ast.Dict) else value.elts)
+    if empty_value(value):
+        return True
     return isinstance(value, ast.Call) and not value.args and not value.keywords and render(value.func) in ("set", "dict", "list")

@@ -101,14 +101,15 @@ def _cleared_elsewhere(tree: ast.Module, attribute: str, function: ast.AST) -> b
         if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node is function or node.name == "__init__":
             continue
         for inner in ast.walk(node):
-            if not isinstance(inner, ast.Assign) or not _empty(inner.value):
+            if not isinstance(inner, ast.Assign) or not empty_value(inner.value):
                 continue
             if any(isinstance(t, ast.Attribute) and t.attr == attribute for t in inner.targets):
                 return True
     return False
 
 
-def _empty(value: ast.expr) -> bool:
+def empty_value(value: ast.expr) -> bool:
+    """``None`` or an empty literal (``{}``, ``[]``, ``()``): a value holding no entry."""
     if isinstance(value, ast.Constant):
         return value.value is None
     if isinstance(value, (ast.Dict, ast.List, ast.Set, ast.Tuple)):

@@ -3,6 +3,8 @@ rule that lowers the confidence has a contrast it must leave high: a rule that f
 everywhere, or nowhere, fails here.
 
 Reproduce: python -m harness scan --all --hazards-only tests/scan/fixtures/confidence.py
+(and fixtures/confidence_uses.py: the rules that read how an entry is used or how long its
+container lasts within a call)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from harness.scan.finding import Severity
 from harness.scan.scanner import scan_paths
 
 FIXTURE = pathlib.Path(__file__).parent / "fixtures" / "confidence.py"
-REPRODUCE = f"python -m harness scan --all --hazards-only {FIXTURE}"
+USES_FIXTURE = FIXTURE.parent / "confidence_uses.py"
 
 # registry -> (confidence, a word its reason must contain); pairs differ in one respect.
 EXPECTED = {
@@ -66,22 +68,53 @@ EXPECTED = {
 }
 
 
+# The same for the rules that read how an entry is used (a stale entry nobody sees) or how long
+# a container lasts within a call (emptied in a finally, kept in thread-local storage).
+EXPECTED_USES = {
+    "REPR_CONTEXT.seen": (Confidence.LOW, "emptied in a finally"),
+    "REPR_CONTEXT.stats": (Confidence.HIGH, "whole process"),
+    "Graph.nodes": (Confidence.LOW, "one phase"),
+    "table in Graph.hook_table()": (Confidence.HIGH, "installed or kept"),
+    "source_lines": (Confidence.LOW, "traceback"),
+    "_OWN_SOURCES": (Confidence.HIGH, "whole process"),
+    "Pool._acquired": (Confidence.LOW, "is_debug (default False)"),
+    "Pool._traced": (Confidence.HIGH, "module-level instance"),
+    "_WARNED": (Confidence.LOW, "warning"),
+    "_PATCHED": (Confidence.HIGH, "whole process"),
+    "_local.torch['loss_mapping'] (thread-local)": (Confidence.HIGH, "thread-local storage"),
+    "run._plain.torch['loss_mapping'] in map_plain()": (Confidence.LOW, "caller's"),
+    "Patches._helpers": (Confidence.LOW, "what a new one would be"),
+    "Patches._unchecked": (Confidence.HIGH, "whole process"),
+    "REPR_CONTEXT.stats_once": (Confidence.LOW, "emptied in a finally"),
+    "REPR_CONTEXT.stats_kept": (Confidence.HIGH, "another object"),
+}
+TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
+
+
+def _reproduce(fixture: pathlib.Path) -> str:
+    return f"python -m harness scan --all --hazards-only {fixture}"
+
+
 @pytest.fixture(scope="module")
 def hazards():
-    result = scan_paths([str(FIXTURE)])
-    return {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    found = {}
+    for fixture in TABLES:
+        result = scan_paths([str(fixture)])
+        found[fixture] = {f.name: f for f in result.registries if f.severity is Severity.HAZARD}
+    return found
 
 
-def test_every_hazard_of_the_fixture_is_expected(hazards):
-    assert sorted(hazards) == sorted(EXPECTED), REPRODUCE
+@pytest.mark.parametrize("fixture", sorted(TABLES), ids=lambda path: path.name)
+def test_every_hazard_of_the_fixture_is_expected(hazards, fixture):
+    assert sorted(hazards[fixture]) == sorted(TABLES[fixture]), _reproduce(fixture)
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_confidence_and_its_reason(hazards, name):
-    confidence, word = EXPECTED[name]
-    finding = hazards[name]
-    assert finding.confidence is confidence, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
-    assert word in finding.confidence_reason, f"{name}: {finding.confidence_reason}\nreproduce: {REPRODUCE}"
+@pytest.mark.parametrize("fixture, name", [(f, n) for f, table in TABLES.items() for n in sorted(table)], ids=lambda value: value.name if isinstance(value, pathlib.Path) else value)
+def test_confidence_and_its_reason(hazards, fixture, name):
+    confidence, word = TABLES[fixture][name]
+    finding = hazards[fixture][name]
+    assert finding.confidence is confidence, f"{name}: {finding.confidence_reason}\nreproduce: {_reproduce(fixture)}"
+    assert word in finding.confidence_reason, f"{name}: {finding.confidence_reason}\nreproduce: {_reproduce(fixture)}"
 
 
 def test_a_decorator_class_keeps_its_cache_with_high_confidence():
