@@ -114,13 +114,8 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
             identity = f"{scope.name}.{name}" + (f".{path}" if path else "")
             return Verdict(Lifetime.CLASS, False, f"class attribute {scope.name}.{name} lives as long as the class", identity)
         if binding is Binding.CLOSURE:
-            values = owner.values.get(name, [])
-            if path and owner.bound_param and owner.class_name and not owner.binds_class and len(values) == 1 and isinstance(values[0], ast.Name) and values[0].id == owner.bound_param:
-                # graph = self; def hook(...): graph.nodes[id(m)] = ...: the method's own object
-                return Verdict(Lifetime.INSTANCE, False, (
-                    f"{shown}: {name} is {owner.bound_param} (line {values[0].lineno}), so it lives as long as the "
-                    f"{owner.class_name} instance, which can outlive the object"
-                ), f"{owner.class_name}.{path}")
+            if (aliased := _self_alias(name, owner, shown, path)) is not None:
+                return aliased
             identity = f"{place.module.path}::{owner.qualname}:{name}" + (f".{path}" if path else "")
             if owner.kind is ScopeKind.FUNCTION and self._nested_escape(scope, owner, place) is None:
                 # Captured only by nested functions that run within the owner's call: as
@@ -136,14 +131,7 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
                 identity,
             )
         if binding is Binding.PARAM:
-            verdict = self._parameter(name, owner, place, shown, depth)
-            stored = thread_local(expr, place) if path and not verdict.safe else None
-            if stored is not None:
-                return Verdict(Lifetime.GLOBAL_OBJECT, False, (
-                    f"{shown} is kept in thread-local storage ({stored[1]} makes it with threading.local()), which "
-                    "outlives the calls that fill it"
-                ), stored[0])
-            return verdict
+            return _thread_local(expr, place, shown, path, self._parameter(name, owner, place, shown, depth))
         return self._local(name, owner, place, shown, depth, path)
 
     def _parameter(self, name: str, scope: Scope, place: Place, shown: str, depth: int) -> Verdict:
@@ -341,6 +329,33 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
                 return Verdict(Lifetime.LOCAL, True, f"local {name} dies when {owner.name}() returns", identity)
             return self.container(destination.target, place)
         return Verdict(Lifetime.TEMPORARY, True, "it is a temporary used only within the expression")
+
+
+def _self_alias(name: str, owner: Scope, shown: str, path: str) -> Optional[Verdict]:
+    """``graph = self`` in a method, ``graph.nodes[id(m)]`` in a hook nested in it: the
+    container is an attribute of the method's own object, not the closure's own."""
+    values = owner.values.get(name, [])
+    if not (path and owner.bound_param and owner.class_name and not owner.binds_class and len(values) == 1):
+        return None
+    value = values[0]
+    if not (isinstance(value, ast.Name) and value.id == owner.bound_param):
+        return None
+    return Verdict(Lifetime.INSTANCE, False, (
+        f"{shown}: {name} is {owner.bound_param} (line {value.lineno}), so it lives as long as the "
+        f"{owner.class_name} instance, which can outlive the object"
+    ), f"{owner.class_name}.{path}")
+
+
+def _thread_local(expr: ast.expr, place: Place, shown: str, path: str, verdict: Verdict) -> Verdict:
+    """A container reached from a parameter through thread-local storage (:mod:`threadlocal`),
+    else the parameter's own ``verdict``."""
+    stored = thread_local(expr, place) if path and not verdict.safe else None
+    if stored is None:
+        return verdict
+    return Verdict(Lifetime.GLOBAL_OBJECT, False, (
+        f"{shown} is kept in thread-local storage ({stored[1]} makes it with threading.local()), which "
+        "outlives the calls that fill it"
+    ), stored[0])
 
 
 def _comprehension_target(expr: ast.AST, name: str, parents: dict, stop: ast.AST) -> bool:
