@@ -230,26 +230,31 @@ class _Query:
         self.text = text
 
 
+def _cached_answer(cache, reuse: bool) -> str:
+    """The second answer of ``cache``-decorated shout(): for a new argument, the first one
+    dead (``reuse``: the new one born on its address) or kept alive (the control)."""
+    @cache
+    def shout(query):
+        return query.text.upper()
+
+    kept = seed_pools(lambda: object.__new__(_Query))
+    box = [_Query("first")]
+    shout(box[0])
+    later = reborn(box, lambda: _Query("second")) if reuse else _Query("second")
+    del kept
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return shout(later)
+
+
 def test_gradio_cache_answers_a_new_argument_with_a_dead_ones_result():
     """caching.py:77-78 hashes an argument gr.cache cannot hash by content with repr(hash(obj)),
     the identity hash of an object without __eq__, and the decorated function's store keeps the
     result, not the argument: an argument born on a dead one's address gets its result."""
     gradio = PINS.need("gradio", "gradio")
 
-    def answers(reuse: bool) -> str:
-        @gradio.cache
-        def shout(query):
-            return query.text.upper()
-
-        kept = seed_pools(lambda: object.__new__(_Query))
-        box = [_Query("first")]
-        shout(box[0])
-        later = reborn(box, lambda: _Query("second")) if reuse else _Query("second")
-        del kept
-        return shout(later)
-
-    assert answers(reuse=True) == "FIRST"     # released: the dead argument's result
-    assert answers(reuse=False) == "SECOND"   # control
+    assert _cached_answer(gradio.cache, reuse=True) == "FIRST"     # released: the dead one's
+    assert _cached_answer(gradio.cache, reuse=False) == "SECOND"   # control
 
 
 def test_panel_cache_answers_a_new_argument_with_a_dead_ones_result():
@@ -258,21 +263,7 @@ def test_panel_cache_answers_a_new_argument_with_a_dead_ones_result():
     dead one's address gets its result."""
     panel = PINS.need("panel", "panel")
 
-    def answers(reuse: bool) -> str:
-        panel.state.clear_caches()      # the memo is keyed by the function's name: start empty
-
-        @panel.cache
-        def shout(query):
-            return query.text.upper()
-
-        kept = seed_pools(lambda: object.__new__(_Query))
-        box = [_Query("first")]
-        shout(box[0])
-        later = reborn(box, lambda: _Query("second")) if reuse else _Query("second")
-        del kept
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return shout(later)
-
-    assert answers(reuse=True) == "FIRST"     # released: the dead argument's result
-    assert answers(reuse=False) == "SECOND"   # control
+    panel.state.clear_caches()        # the memo is keyed by the function's name: start empty
+    assert _cached_answer(panel.cache, reuse=True) == "FIRST"      # released: the dead one's
+    panel.state.clear_caches()
+    assert _cached_answer(panel.cache, reuse=False) == "SECOND"    # control
