@@ -281,3 +281,13 @@ def test_a_registry_with_safe_and_hazardous_uses_is_one_hazard_finding(tmp_path,
     assert records[0]["severity"] == "hazard" and "(2 stores)" in records[0]["message"]
     assert [(u["line"], u["severity"]) for u in records[0]["uses"]] == [(5, "safe"), (9, "hazard")]
     assert "_REG[id(y)]" in records[0]["why"]
+
+
+def test_scan_time_side_by_side_refuses_an_unknown_commit_in_one_line(tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "scripts" / "scan-time-side-by-side"), "no-such-commit-0bad", str(tmp_path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "scan-time-side-by-side: 'no-such-commit-0bad' names no commit of this repository"]
