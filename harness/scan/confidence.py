@@ -33,6 +33,7 @@ from harness.scan.lastarg import remembers_last_argument
 from harness.scan.livewalk import walks_live_objects
 from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
+from harness.scan.testcode import only_in_tests
 from harness.scan.transient import handed_for_one_call
 from harness.scan.uses import harmless_staleness
 from harness.scan.verdict import Lifetime
@@ -77,7 +78,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "the id is written into a file name, a name registered with the process or an identifier made of the "
             "mapping that holds it, which outlive every object"
         ))
-    harmless = harmless_staleness(hits, writes)
+    harmless = harmless_staleness(hits, writes) or only_in_tests(hits)
     if harmless is not None:
         return Assessment(Confidence.LOW, harmless)
 

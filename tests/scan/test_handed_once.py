@@ -48,3 +48,31 @@ def test_confidence_and_its_reason(hazards, name):
     finding = hazards[name]
     assert finding.confidence is confidence, f"{name}: {finding.confidence_reason}"
     assert word in finding.confidence_reason, f"{name}: {finding.confidence_reason}"
+
+
+_TEST_MODULE = '''
+import unittest
+
+
+class RecordTest(unittest.TestCase):
+    def test_ids_are_kept(self):
+        seen = {}
+
+        def record(node):
+            seen[id(node)] = node.name
+
+        install_recorder(record)
+        self.assertTrue(seen)
+'''
+
+
+@pytest.mark.parametrize("name, confidence", [("test_records.py", Confidence.LOW), ("records_test.py", Confidence.LOW),
+                                              ("records.py", Confidence.HIGH)])
+def test_a_registry_only_in_a_test_module_is_low(tmp_path, name, confidence):
+    # the same registry, kept by an installed function: low in a module test runners collect,
+    # high in any other
+    (tmp_path / name).write_text(_TEST_MODULE)
+    result = scan_paths([str(tmp_path)])
+    (finding,) = [f for f in result.registries if f.severity is Severity.HAZARD]
+    assert finding.confidence is confidence, finding.confidence_reason
+    assert (confidence is Confidence.HIGH) or "test module" in finding.confidence_reason
