@@ -28,10 +28,13 @@ from harness.scan.factories import closure_made_per_call
 from harness.scan.finding import Confidence
 from harness.scan.getters import keyed_by_getters
 from harness.scan.holders import immortal
+from harness.scan.importtime import taken_at_import
 from harness.scan.lastarg import remembers_last_argument
 from harness.scan.livewalk import walks_live_objects
 from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
+from harness.scan.testcode import only_in_tests
+from harness.scan.transient import handed_for_one_call
 from harness.scan.uses import harmless_staleness
 from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
@@ -75,7 +78,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "the id is written into a file name, a name registered with the process or an identifier made of the "
             "mapping that holds it, which outlive every object"
         ))
-    harmless = harmless_staleness(hits, writes)
+    harmless = harmless_staleness(hits, writes) or only_in_tests(hits)
     if harmless is not None:
         return Assessment(Confidence.LOW, harmless)
 
@@ -155,6 +158,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "the keyed objects are the functions a decorator registers and returns: they live as long as the "
             "module that defines them"
         ))
+    once = handed_for_one_call(writes, lifetime) or taken_at_import(writes)
+    if once is not None:
+        return Assessment(Confidence.LOW, once)
     passed = [_callers_pass_immortals(hit) for hit in writes]
     if all(passed):
         return Assessment(Confidence.LOW, passed[0])

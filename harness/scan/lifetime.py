@@ -125,11 +125,7 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
                 else:
                     verdict = self._local(name, owner, place.at(owner), shown, depth, path)
                 return dataclasses.replace(verdict, identity=verdict.identity or identity)
-            return Verdict(
-                Lifetime.CLOSURE, False,
-                f"{shown} is a variable of {owner.name}() captured by {scope.name}(), so it lives as long as that function object",
-                identity,
-            )
+            return self._closure_verdict(scope, owner, place, shown, identity)
         if binding is Binding.PARAM:
             return _thread_local(expr, place, shown, path, self._parameter(name, owner, place, shown, depth))
         return self._local(name, owner, place, shown, depth, path)
@@ -248,6 +244,7 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
 
     def _find_escape(self, name: str, scope: Scope, place: Place, seen: set) -> Optional[str]:
         parents = place.module.parents
+        handed_over = None   # captured by a function only handed to calls that keep no result: said last
         for node in ast.walk(scope.node):
             if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
                 continue
@@ -258,6 +255,10 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
                 if not (user_scope.kind is ScopeKind.FUNCTION and user_scope.resolve(name)[1] is scope):
                     continue
                 nested = self._nested_escape(user_scope, scope, place)
+                handed = self._only_handed(user_scope, scope, place) if nested is not None else None
+                if handed is not None:
+                    handed_over = handed_over or f"captured by {user_scope.name}() at line {node.lineno}, which {handed}"
+                    continue
                 if nested is not None:
                     return f"captured by {user_scope.name}() at line {node.lineno}, which {nested}"
                 # Captured by a function that only runs within this call: what it does with
@@ -273,7 +274,7 @@ class LifetimeJudge(ReturnedContainers, NestedFunctions):
                 reason = self._destination_escapes(destination, scope, place, seen)
                 if reason is not None:
                     return reason
-        return None
+        return handed_over
 
     def _destination_escapes(self, destination: Destination, scope: Scope, place: Place, seen: set) -> Optional[str]:
         line = getattr(destination.node, "lineno", "?")

@@ -11,9 +11,10 @@ from typing import Optional
 
 from harness.scan.destinations import Goes, destinations
 from harness.scan.environment import Place
-from harness.scan.scopes import Scope
+from harness.scan.scopes import Scope, ScopeKind
 from harness.scan.syntax import dotted, render, walk_same_scope
-from harness.scan.transient import released_with_frame
+from harness.scan.transient import HANDED_FOR_THE_CALL, handed_for_the_call, released_with_frame
+from harness.scan.verdict import Lifetime, Verdict
 from harness.scan.callees import calls_and_drops, in_local_table, only_calls
 
 # Decorators that run the function when it is called and keep nothing of it.
@@ -24,19 +25,21 @@ class NestedFunctions:
     """The part of :class:`~harness.scan.lifetime.LifetimeJudge` that judges nested
     functions (it calls back into the judge's ``escape``)."""
 
-    def _nested_escape(self, inner: Scope, owner: Scope, place: Place) -> Optional[str]:
+    def _nested_escape(self, inner: Scope, owner: Scope, place: Place, handed: Optional[list] = None) -> Optional[str]:
         """How a function nested in ``owner`` (``inner`` or one of its parents) can run after
         ``owner`` returns -- returned, stored, passed on, decorated -- or None when it is only
-        ever called (its results used at once) while ``owner`` runs."""
+        ever called (its results used at once) while ``owner`` runs. Given a list as
+        ``handed``, a function passed to a call whose result the owner does not keep
+        (:func:`handed_for_the_call`) is not taken to escape, and that call goes in the list."""
         scope = inner
         while scope is not None and scope is not owner:
-            reason = self._definition_escapes(scope, place)
+            reason = self._definition_escapes(scope, place, handed)
             if reason is not None:
                 return reason
             scope = scope.parent
         return None if scope is owner else "is defined elsewhere"
 
-    def _definition_escapes(self, scope: Scope, place: Place) -> Optional[str]:
+    def _definition_escapes(self, scope: Scope, place: Place, handed: Optional[list] = None) -> Optional[str]:
         node = scope.node
         if isinstance(node, ast.Lambda):
             call = place.module.parents.get(node)
@@ -44,6 +47,8 @@ class NestedFunctions:
                 call = place.module.parents.get(call)
             if calls_and_drops(call, node) or only_calls(call, node, place.module):
                 return None   # sorted(xs, key=lambda x: idx[id(x)]): called during the call, not kept
+            if handed is not None and self._handed(call, node, scope.parent, place, handed):
+                return None
             return f"is a lambda passed on at line {node.lineno}, which can be kept"
         if isinstance(node, ast.ClassDef):
             return _class_escapes(scope, node, place)
@@ -73,6 +78,8 @@ class NestedFunctions:
             if not (isinstance(call, ast.Call) and call.func is use):
                 if released_with_frame(use, parent.node, parents) is not None:
                     continue   # handed out only while the call runs, taken back before it returns
+                if handed is not None and self._handed(call, use, parent, place, handed):
+                    continue
                 return f"{_kept_as(use, parents)} at line {use.lineno}"
             if not generator:
                 continue   # calling a function keeps nothing of it; only a generator lives on in its result
@@ -86,6 +93,31 @@ class NestedFunctions:
                         continue
                 return f"has its result kept at line {call.lineno}"
         return None
+
+    def _closure_verdict(self, inner: Scope, owner: Scope, place: Place, shown: str, identity: str) -> Verdict:
+        """A variable of ``owner`` captured by ``inner``, a function that can outlive the call."""
+        handed = self._only_handed(inner, owner, place) if owner.kind is ScopeKind.FUNCTION else None
+        lives = f"which {handed}: it lives as long as that function object, which that call may or may not keep"
+        return Verdict(
+            Lifetime.CLOSURE, False,
+            f"{shown} is a variable of {owner.name}() captured by {inner.name}(), "
+            + (lives if handed else "so it lives as long as that function object"),
+            identity,
+        )
+
+    def _only_handed(self, inner: Scope, owner: Scope, place: Place) -> Optional[str]:
+        """``owner() only hands, keeping no result, to walk() (line N)``: the nested function
+        escapes ``owner`` only through calls whose results ``owner`` does not keep; else None."""
+        handed: list = []
+        if self._nested_escape(inner, owner, place, handed) is not None or not handed:
+            return None
+        return f"{owner.name}() {HANDED_FOR_THE_CALL} {render(handed[0].func)}() (line {handed[0].lineno})"
+
+    def _handed(self, call, use: ast.AST, owner: Scope, place: Place, handed: list) -> bool:
+        if handed_for_the_call(call, use, place.module, lambda name: self.escape(name, owner, place.at(owner))):
+            handed.append(call)
+            return True
+        return False
 
 
 def _class_escapes(scope: Scope, node: ast.ClassDef, place: Place) -> Optional[str]:
@@ -127,12 +159,14 @@ def _is_generator(function: ast.AST) -> bool:
 
 def _consumed(call: ast.Call, parents: dict) -> bool:
     """Whether the generator ``call`` makes is iterated where it is made: an argument of a
-    call, the iterable of a ``for`` or a comprehension."""
+    call, the operand of ``yield from``, the iterable of a ``for`` or a comprehension."""
     parent = parents.get(call)
     if isinstance(parent, ast.keyword):
         parent = parents.get(parent)
     if isinstance(parent, ast.Call) and call is not parent.func:
         return True
+    if isinstance(parent, ast.YieldFrom):
+        return True   # yield from gen(): run to its end in the frame of the generator that defines it
     if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is call:
         return True
     return isinstance(parent, ast.comprehension) and parent.iter is call

@@ -22,6 +22,7 @@ import ast
 from typing import Optional
 
 from harness.scan.syntax import render
+from harness.scan.verdict import Lifetime
 
 # Methods of a handle that undo the registration that returned it.
 _RELEASES = {"remove", "unregister", "close", "detach", "__exit__", "cancel"}
@@ -111,3 +112,68 @@ def _restored_in_finally(target: ast.expr, function: ast.AST) -> bool:
                 if isinstance(node, ast.Delete) and any(_same(t, target) for t in node.targets):
                     return True
     return False
+
+
+# How a lifetime verdict says that a closure was only handed to calls whose results are not kept.
+HANDED_FOR_THE_CALL = "only hands, keeping no result, to"
+
+# Words in a callee's name that say it keeps the function it is given past the call.
+_KEEPING_WORDS = (
+    "register", "connect", "subscribe", "hook", "install", "listen", "attach", "bind", "watch",
+    "schedule", "submit", "thread", "timer", "partial", "callback", "add", "append", "set", "on_",
+)
+
+
+def handed_for_the_call(call, use: ast.AST, module, escape) -> bool:
+    """``use`` (a nested function or lambda) is an argument of ``call``, a call of a plain
+    function or class (or of a function of a scanned module) whose name does not say that it
+    keeps what it is given (``mod.f``, ``mod.Walk.run`` and ``Walk.run`` too), and the call's result is dropped or bound to a local that does not
+    escape (``escape(name)`` is None): ``traverse_all(fn, config)``, ``walk = Walk(fn, root)``.
+    Whether the callee keeps the function anyway is not read: this lowers confidence only."""
+    if not isinstance(call, ast.Call) or call.func is use:
+        return False
+    if use not in call.args and all(keyword.value is not use for keyword in call.keywords):
+        return False
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        if not _module_or_class(func.value, module):
+            return False
+        name = func.attr
+    elif isinstance(func, ast.Name):
+        name = func.id
+    else:
+        return False
+    if any(word in name.lower() for word in _KEEPING_WORDS):
+        return False
+    statement = module.parents.get(call)
+    if isinstance(statement, ast.Expr):
+        return True
+    if isinstance(statement, ast.Assign) and statement.value is call and len(statement.targets) == 1:
+        target = statement.targets[0]
+        return isinstance(target, ast.Name) and escape(target.id) is None
+    return False
+
+
+def _module_or_class(receiver: ast.expr, module) -> bool:
+    """``mod.f``, ``mod.Cls.f`` or ``Cls.f``: a function reached from a scanned module or a
+    class of this one, not from an object that can hold what it is given."""
+    while isinstance(receiver, ast.Attribute):
+        receiver = receiver.value
+    if not isinstance(receiver, ast.Name):
+        return False
+    imported = module.imports.get(receiver.id)
+    return (imported is not None and imported.name is None) or receiver.id in module.classes
+
+
+def handed_for_one_call(writes: list, lifetime) -> Optional[str]:
+    """The confidence reason for a registry whose every store is into a container that
+    escapes its call only through a function handed to calls that keep no result, or None."""
+    if lifetime not in (Lifetime.LOCAL, Lifetime.CLOSURE):
+        return None
+    if not all(HANDED_FOR_THE_CALL in hit.verdict.reason for hit in writes):
+        return None
+    return (
+        "the function capturing the container is handed only to calls whose results the defining call does "
+        "not keep: unless those calls keep it, the container lives for one call, over objects its caller "
+        "may hold for that call; the scan cannot tell"
+    )
