@@ -31,7 +31,7 @@ import re
 from typing import Optional
 
 from harness.scan.lastarg import empty_value
-from harness.scan.syntax import render
+from harness.scan.syntax import finally_blocks, render, walk_block
 
 
 def reset_per_block(hits: list) -> Optional[str]:
@@ -49,11 +49,11 @@ def reset_per_block(hits: list) -> Optional[str]:
     pattern = re.compile(rb"\b" + re.escape(name.encode()) + rb"\s*\.\s*reset\s*\(")
     for path in index.files_matching(pattern):
         module = index.facts(path)
-        for node in ast.walk(module.tree):
-            if isinstance(node, ast.Try) and node.finalbody and _resets(node.finalbody, name):
+        for block in finally_blocks(module.tree):
+            if _resets(block, name):
                 return (
                     f"the container is the value of the context variable {name}, set for one block and reset in a "
-                    f"finally ({path}:{node.finalbody[0].lineno}): its entries last only while that block runs"
+                    f"finally ({path}:{block[0].lineno}): its entries last only while that block runs"
                 )
     return None
 
@@ -69,16 +69,13 @@ def _variable(container: Optional[ast.expr]) -> Optional[str]:
 
 
 def _resets(block: list, name: str) -> bool:
-    for statement in block:
-        for node in ast.walk(statement):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "reset"
-                and render(node.func.value).rsplit(".", 1)[-1] == name
-            ):
-                return True
-    return False
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "reset"
+        and render(node.func.value).rsplit(".", 1)[-1] == name
+        for node in walk_block(block)
+    )
 
 
 def _reset_attribute(hits: list) -> Optional[str]:
@@ -91,25 +88,24 @@ def _reset_attribute(hits: list) -> Optional[str]:
         return None
     name = shown.pop()
     module = modules.popitem()[1]
-    for node in ast.walk(module.tree):
-        if isinstance(node, ast.Try) and node.finalbody and _empties(node.finalbody, name):
+    for block in finally_blocks(module.tree):
+        if _empties(block, name):
             return (
-                f"{name} is emptied in a finally ({module.path}:{node.finalbody[0].lineno}): its entries last only "
+                f"{name} is emptied in a finally ({module.path}:{block[0].lineno}): its entries last only "
                 "while the block that fills it runs, which holds the objects"
             )
     return None
 
 
 def _empties(block: list, name: str) -> bool:
-    for statement in block:
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Assign) and any(render(t) == name for t in node.targets) and _empty(node.value):
-                return True
-            if (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "clear"
-                and render(node.func.value) == name
-            ):
-                return True
+    for node in walk_block(block):
+        if isinstance(node, ast.Assign) and any(render(t) == name for t in node.targets) and _empty(node.value):
+            return True
+        if (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "clear"
+            and render(node.func.value) == name
+        ):
+            return True
     return False
 
 

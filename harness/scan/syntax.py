@@ -15,6 +15,19 @@ def render(node: ast.AST) -> str:
     return " ".join(text.split())
 
 
+def finally_blocks(tree: ast.AST) -> Iterator[list]:
+    """The ``finally`` block of every ``try`` in ``tree``, in ``ast.walk`` order."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and node.finalbody:
+            yield node.finalbody
+
+
+def walk_block(block: list) -> Iterator[ast.AST]:
+    """Every node of a block's statements, statement by statement."""
+    for statement in block:
+        yield from ast.walk(statement)
+
+
 def same_expr(a: ast.AST, b: ast.AST) -> bool:
     """Whether two expressions are spelled the same (positions ignored)."""
     return ast.dump(a) == ast.dump(b)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.syntax import render
+from harness.scan.syntax import finally_blocks, render, walk_block
 from harness.scan.verdict import Lifetime
 
 # Methods of a handle that undo the registration that returned it.
@@ -65,12 +65,6 @@ def _same(a: ast.AST, b: ast.AST) -> bool:
     return render(a) == render(b)
 
 
-def _finally_blocks(function: ast.AST):
-    for node in ast.walk(function):
-        if isinstance(node, ast.Try) and node.finalbody:
-            yield node.finalbody
-
-
 def _body_of(function: ast.AST):
     """The function's own body, as the one block to search (a release written after the
     registration, on the path every normal return takes)."""
@@ -81,7 +75,7 @@ def _body_of(function: ast.AST):
 def _released_in_finally(handle: ast.expr, function: ast.AST, blocks=None) -> bool:
     """``finally: handle.remove()``, or ``for h in handles: h.remove()`` in a finally (or in
     the ``blocks`` given)."""
-    for block in (_finally_blocks(function) if blocks is None else blocks):
+    for block in (finally_blocks(function) if blocks is None else blocks):
         for statement in block:
             for node in ast.walk(statement):
                 if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _RELEASES):
@@ -104,14 +98,11 @@ def _loop_over(name: ast.expr, statement: ast.stmt) -> Optional[ast.expr]:
 
 
 def _restored_in_finally(target: ast.expr, function: ast.AST) -> bool:
-    for block in _finally_blocks(function):
-        for statement in block:
-            for node in ast.walk(statement):
-                if isinstance(node, ast.Assign) and any(_same(t, target) for t in node.targets):
-                    return True
-                if isinstance(node, ast.Delete) and any(_same(t, target) for t in node.targets):
-                    return True
-    return False
+    return any(
+        isinstance(node, (ast.Assign, ast.Delete)) and any(_same(t, target) for t in node.targets)
+        for block in finally_blocks(function)
+        for node in walk_block(block)
+    )
 
 
 # How a lifetime verdict says that a closure was only handed to calls whose results are not kept.
