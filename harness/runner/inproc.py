@@ -38,7 +38,7 @@ class InprocBackend:
                          if self.zygote is not None else None)
 
     def run_shared(self, index: int, case, meanwhile=None) -> GroupOutcome:
-        if self.state.settings.isolate_alongside and case.reruns_isolated:
+        if self.state.settings.starts_isolated_with_shared(case):
             self.isolated.begin(index, case)     # nothing of it reaches this process (zygote.py)
         return GroupOutcome({0: execute_case(case, self.state)}, [])
 

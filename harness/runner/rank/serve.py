@@ -106,7 +106,7 @@ class Worker:
     def run_case(self, m) -> None:
         state = self.state
         case = CaseSpec.from_dict(m.case)
-        if state.settings.isolate_alongside and case.reruns_isolated:
+        if state.settings.starts_isolated_with_shared(case):
             self.isolated.begin(m.index, case)
         self.watchdog.watch(m.index)
         birth = begin_group(state)

@@ -35,6 +35,11 @@ class RankSettings:
     reference_by_judge: bool       # ranks record their FP8 state; the judge compares (harness.oracles.recorded)
     isolate_alongside: bool        # start a case's isolated run with its shared one (world size 1: zygote.py)
 
+    def starts_isolated_with_shared(self, case) -> bool:
+        """Whether ``case``'s isolated run starts alongside its shared one (and is taken from the
+        zygote when the shared run is judged)."""
+        return self.isolate_alongside and case.reruns_isolated
+
     def sut_options(self) -> dict | None:
         return {"inject": self.inject} if self.inject else None
 
