@@ -17,6 +17,9 @@ and the version, when that release is not installed:
 Where the dead object is made inside the released code (langgraph's failing node, a
 guardrails ``Iteration``), the test holds it in a one-item list and makes the next one with
 ``reborn`` or ``born_on_death_of``; everything the library runs is released code, unchanged.
+A ``GraphModule`` is made by a ``__new__`` of its own that builds a class per instance (which
+takes the dead module's block first), so the iree test makes the next module with that class
+and ``GraphModule.__init__``, as ``GraphModule(root, graph)`` does after its ``__new__``.
 """
 
 from __future__ import annotations
@@ -63,6 +66,45 @@ def test_iree_emits_a_dead_tensors_data_as_a_new_literal():
 
     assert literal(reuse=True) == "dense<1.500000e+00> : tensor<1xf32>"    # released: dead data
     assert literal(reuse=False) == "dense<7.250000e+00> : tensor<1xf32>"   # control
+
+
+def test_iree_imports_a_new_graph_module_under_a_dead_ones_name():
+    """fx_importer.py:1037-1047 keeps FxImporter._graph_module_to_func_name[id(gm)] for every
+    module imported, never pruned, and answers "already imported" with the recorded name (read
+    again for higher-order ops' bodies at :1782-1783, :1988-2008): a GraphModule born on a dead
+    imported module's address is imported under the dead module's function name."""
+    fx_importer = PINS.need("iree-base-compiler", "iree.compiler.extras.fx_importer")
+    import torch
+
+    class Twice(torch.nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    class Thrice(torch.nn.Module):
+        def forward(self, x):
+            return x * 3
+
+    def names(reuse: bool) -> list:
+        importer = fx_importer.FxImporter()
+        args = (torch.ones(2),)
+        first = torch.export.export(Twice(), args).graph_module
+        later = torch.export.export(Thrice(), args).graph_module
+        impl = type(first)                          # the class GraphModule.__new__ made for it
+        kept = seed_pools(lambda: object.__new__(impl))
+        box = [first]
+        del first
+        importer.import_graph_module(box[0], func_name="first")
+        box[0]._graph._owning_module = None         # the graph points back at its module:
+        alive = box[0] if not reuse else None       # let the module go with box
+        gc.collect()
+        second = reborn(box, lambda: object.__new__(impl)) if reuse else object.__new__(impl)
+        torch.fx.GraphModule.__init__(second, later, later.graph)
+        importer.import_graph_module(second, func_name="second")
+        del alive, kept
+        return sorted(str(op.attributes["sym_name"]) for op in importer.module.body.operations)
+
+    assert names(reuse=True) == ['"first"', '"first_0"']    # released: the dead module's name
+    assert names(reuse=False) == ['"first"', '"second"']    # control
 
 
 def test_prefect_links_a_new_result_to_a_dead_results_task():
