@@ -2,10 +2,8 @@
 
 Each test works as those of ``test_blind_census_4.py`` do: the released code, with the dead
 object's address given back by force, answers for the dead object, and answers right when the
-first object is kept alive (the control). The census found five true hazards; four are here.
-The fifth (iree's ``FxImporter._graph_module_to_func_name``) is not: a ``GraphModule`` is made
-by a ``__new__`` of its own that builds a class per instance, and no forced landing on a dead
-one's address was obtained.
+first object is kept alive (the control). The census found five true hazards; each has its
+test here.
 
 Each package is pinned to the release the census read; a test is skipped, naming the package
 and the version, when that release is not installed:
