@@ -170,7 +170,10 @@ class RecordingStack:
         return targets
 
 
-STALE = re.compile(r"^(id_bookkeeping\.\w+)\S*.* holds id (0x[0-9a-f]+) of dead (\S+) \(")
+# What a stale line names after "of dead" is the last dead object that had the id, which may be
+# an activation of a later model that took an earlier model's weight's address ("grad_output of
+# step 2"), so it may have spaces; its type follows in parentheses.
+STALE = re.compile(r"^(id_bookkeeping\.\w+)\S*.* holds id (0x[0-9a-f]+) of dead (.+?) \(")
 DATA = re.compile(r"^model\.layers\[(\d)\]\.weight\._data$")
 
 
