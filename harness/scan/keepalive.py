@@ -15,7 +15,7 @@ from harness.scan.holders import aliases, holds, immortal, loop_holder, owner_pi
 from harness.scan.keys import KeyFacts
 from harness.scan.passthrough import returns_argument
 from harness.scan.scopes import Binding
-from harness.scan.syntax import dotted, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import dotted, render, root_of, same_expr, walk_block, walk_same_scope
 
 # Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
 PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
@@ -197,16 +197,15 @@ class KeepAlive:
         for node in self._function_nodes():
             if not isinstance(node, ast.Try) or not node.finalbody:
                 continue
-            inside = any(child is sink for statement in node.body for child in ast.walk(statement))
+            inside = any(child is sink for child in walk_block(node.body))
             if not (inside or self._runs_with(node, sink)):
                 continue
-            for statement in node.finalbody:
-                for prune in ast.walk(statement):
-                    if self._prunes(prune, container, key_node):
-                        return (
-                            f"the finally block at line {prune.lineno} removes the entry, so it lives "
-                            "only while this call, which holds the object, runs"
-                        )
+            for prune in walk_block(node.finalbody):
+                if self._prunes(prune, container, key_node):
+                    return (
+                        f"the finally block at line {prune.lineno} removes the entry, so it lives "
+                        "only while this call, which holds the object, runs"
+                    )
         return None
 
     @staticmethod
