@@ -11,17 +11,19 @@ from typing import Optional
 
 from harness.scan.destinations import MUTATORS
 from harness.scan.filenames import names_a_file
+from harness.scan.finalizers import Finalizers
+from harness.scan.framemates import frame_holder
 from harness.scan.holders import aliases, holds, immortal, loop_holder, owner_pinned, roots
 from harness.scan.keys import KeyFacts
 from harness.scan.passthrough import returns_argument
 from harness.scan.scopes import Binding
-from harness.scan.syntax import dotted, render, root_of, same_expr, walk_block, walk_same_scope
+from harness.scan.syntax import render, root_of, same_expr, walk_block, walk_same_scope
 
 # Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
 PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
 
 
-class KeepAlive:
+class KeepAlive(Finalizers):
     """The part of :class:`~harness.scan.analyzer.ModuleAnalyzer` that reads why a keyed
     object outlives its entry (it reads the analyzer's ``place`` and ``module``)."""
 
@@ -70,7 +72,11 @@ class KeepAlive:
             if finalizer is not None:
                 reasons.append(f"weakref.finalize on {shown} (line {finalizer}) prunes the entry before the address can be reused")
                 continue
-            sibling = self._sibling_holder(sink, obj, container) or loop_holder(sink, obj, container, self.place)
+            sibling = (
+                self._sibling_holder(sink, obj, container)
+                or loop_holder(sink, obj, container, self.place)
+                or frame_holder(sink, obj, container, self.place)
+            )
             if sibling is not None:
                 reasons.append(sibling)
                 continue
@@ -96,100 +102,6 @@ class KeepAlive:
     def _function_nodes(self) -> list[ast.AST]:
         scope = self.place.scope
         return list(walk_same_scope(scope.node))
-
-    def _finalizer_pruning(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[int]:
-        """The line of a ``weakref.finalize(obj, ...)`` (or ``weakref.ref(obj, callback)``)
-        in this function whose callback mentions the container."""
-        root, parts = root_of(container)
-        tail = next((part for part in reversed(parts) if part != "[]"), None) or (root.id if isinstance(root, ast.Name) else None)
-        if tail is None:
-            return None
-        for node in self._function_nodes():
-            if not isinstance(node, ast.Call) or len(node.args) < 2 or not same_expr(node.args[0], obj):
-                continue
-            if not (self._runs_with(node, sink) or self._once_per_key(node, sink)):
-                continue
-            name = dotted(node.func) or ""
-            if not (name.endswith("finalize") or name in ("weakref.ref", "ref")):
-                continue
-            rest = [*node.args[1:], *(k.value for k in node.keywords)]
-            if any(tail in render(part) for part in rest):
-                return node.lineno
-            if any(self._callback_mentions(part, tail) for part in rest):
-                return node.lineno
-        return None
-
-    def _finalizer_popping(self, sink: ast.AST, container: ast.expr, key_node: Optional[ast.expr]) -> Optional[int]:
-        """``weakref.finalize(arg, cache.pop, key, None)`` for each object of the key (a
-        loop over the arguments the key is made of): the line of such a finalizer that runs
-        whenever the sink does and pops this very key from this container, or None."""
-        if key_node is None:
-            return None
-        pop = f"{render(container)}.pop"
-        for node in self._function_nodes():
-            if not (isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("finalize") and len(node.args) >= 3):
-                continue
-            if render(node.args[1]) != pop or render(node.args[2]) != render(key_node):
-                continue
-            statement = self._statement_of(node)
-            loop = self.module.parents.get(statement)
-            if self._runs_with(node, sink) or (isinstance(loop, ast.For) and self._runs_with(loop, sink)):
-                return node.lineno
-        return None
-
-    def _once_per_key(self, node: ast.AST, sink: ast.AST) -> bool:
-        """``if idx not in self.refs: self.refs[idx] = weakref.ref(key, prune)`` before the
-        sink: the finalizer is made the first time the key is stored and kept for later
-        stores of the same key, so every store runs with one."""
-        statement = self._statement_of(node)
-        guard = self.module.parents.get(statement)
-        if not (isinstance(guard, ast.If) and isinstance(guard.test, ast.Compare) and len(guard.test.ops) == 1):
-            return False
-        if not isinstance(guard.test.ops[0], ast.NotIn) or not any(s is statement for s in guard.body):
-            return False
-        block = self._block_of(guard)
-        return block is not None and block in self._blocks_around(sink) and guard.lineno < getattr(sink, "lineno", 0)
-
-    def _callback_mentions(self, callback: ast.expr, tail: str, depth: int = 0) -> bool:
-        """Whether a callback reaches code naming the container: a function or method of
-        this module (or a nested function), a lambda or ``functools.partial`` calling one,
-        followed through the calls it makes (``finalize(x, self._drop, k)`` where ``_drop``
-        calls ``self._forget(k)``, which deletes the key), up to three calls deep."""
-        function = self._function_named(callback)
-        if function is not None:
-            if tail in render(function):
-                return True
-            callback = function
-        elif tail in render(callback):
-            return True
-        if depth >= 3:
-            return False
-        for inner in ast.walk(callback):
-            if inner is callback:
-                continue
-            target = inner.func if isinstance(inner, ast.Call) else inner
-            if isinstance(target, (ast.Name, ast.Attribute)) and self._function_named(target) not in (None, callback):
-                if self._callback_mentions(target, tail, depth + 1):
-                    return True
-        return False
-
-    def _function_named(self, node: ast.expr) -> Optional[ast.AST]:
-        """The function of this module ``node`` names (``f``, ``self.m``, ``Class.m``, a
-        nested function of the current one), or None."""
-        name = None
-        if isinstance(node, ast.Name):
-            name = node.id
-        elif isinstance(node, ast.Attribute):
-            owner = self.place.method_owner(node.value) or (node.value.id if isinstance(node.value, ast.Name) else None)
-            name = f"{owner}.{node.attr}" if owner else None
-        function = self.module.functions.get(name) if name else None
-        if function is None and isinstance(node, ast.Name):
-            nested = (
-                n for n in self._function_nodes()
-                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == node.id
-            )
-            function = next(nested, None)
-        return function
 
     def _pruned_in_finally(self, sink: ast.AST, container: ast.expr, key_node: ast.expr) -> Optional[str]:
         """``s.add(key)`` then ``try: ... finally: s.discard(key)``: the entry lives only while

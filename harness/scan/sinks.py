@@ -10,6 +10,7 @@ from typing import Optional
 
 from harness.scan.codes import Code
 from harness.scan.destinations import MUTATORS
+from harness.scan.framemates import creation_held
 from harness.scan.hits import Use, code_for
 from harness.scan.holders import holds
 from harness.scan.keepalive import PRUNE_METHODS
@@ -149,7 +150,7 @@ class Sinks:
         if collection.is_mapping and key.objects and all(holds(collection.entry_value, obj, self.place.flow) for obj in key.objects):
             kept = f"each entry holds {render(key.objects[0])} itself, so its id cannot be reused while the entry exists"
         if kept is None and key.objects:
-            kept = self._never_die(key)
+            kept = self._never_die(key) or (None if verdict.safe else creation_held(node, key.objects, self.place))
         subject = render(node)
         self._hit(node, code_for(key, sink), subject, Use.STORE, verdict, kept, container=node, key=key, sink=sink)
 
