@@ -35,7 +35,7 @@ from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
 from harness.scan.testcode import only_in_tests
 from harness.scan.transient import handed_for_one_call
-from harness.scan.uses import harmless_staleness
+from harness.scan.uses import harmless_staleness, never_looked_up
 from harness.scan.verdict import Lifetime
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
@@ -117,9 +117,10 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         # is no registering decorator).
         passed = [_callers_pass_immortals(hit) for hit in writes]
         return Assessment(Confidence.LOW, passed[0]) if all(passed) else Assessment(Confidence.HIGH, state)
+    unread = never_looked_up(hits, writes)
     if lifetime is Lifetime.INSTANCE:
-        if owned:
-            return Assessment(Confidence.HIGH, owned)
+        if owned or unread:
+            return Assessment(Confidence.HIGH, owned) if owned else Assessment(Confidence.LOW, unread)
         singleton = module_level_instance(_scope(primary), primary.module.index)
         if singleton is not None:
             return Assessment(Confidence.HIGH, (
@@ -181,6 +182,8 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     per_call = [closure_made_per_call(hit) for hit in writes] if lifetime is Lifetime.CLOSURE else [None]
     if all(per_call):
         return Assessment(Confidence.LOW, per_call[0])
+    if unread is not None:
+        return Assessment(Confidence.LOW, unread)
     if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY, Lifetime.CLOSURE):
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"

@@ -87,6 +87,10 @@ EXPECTED_USES = {
     "Patches._unchecked": (Confidence.HIGH, "whole process"),
     "REPR_CONTEXT.stats_once": (Confidence.LOW, "emptied in a finally"),
     "REPR_CONTEXT.stats_kept": (Confidence.HIGH, "another object"),
+    "Journal._written": (Confidence.LOW, "none looks an id up"),
+    "Journal.shown": (Confidence.HIGH, "module-level instance"),
+    "stamps in keep_hooks()": (Confidence.LOW, "none looks an id up"),
+    "stamps in keep_read_hooks()": (Confidence.HIGH, "installed or kept"),
 }
 TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
 

@@ -59,7 +59,8 @@ class RecordTest(unittest.TestCase):
         seen = {}
 
         def record(node):
-            seen[id(node)] = node.name
+            if id(node) not in seen:
+                seen[id(node)] = node.name
 
         install_recorder(record)
         self.assertTrue(seen)

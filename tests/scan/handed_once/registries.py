@@ -27,6 +27,8 @@ def paths_by_id(config):
     found = {}
 
     def visit(value):
+        if id(value) in found:
+            return found[id(value)]
         found[id(value)] = value.path
         return None
 
@@ -51,6 +53,8 @@ def paths_installed(config):
     installed = {}
 
     def visit(value):
+        if id(value) in installed:
+            return installed[id(value)]
         installed[id(value)] = value.path
         return None
 
@@ -62,6 +66,8 @@ def paths_returned(config):
     returned = {}
 
     def visit(value):
+        if id(value) in returned:
+            return returned[id(value)]
         returned[id(value)] = value.path
         return None
 
