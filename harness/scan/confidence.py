@@ -24,6 +24,8 @@ from typing import Iterable, Optional
 from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.blockvars import reset_per_block
+from harness.scan.caught import keeps_caught_exceptions
+from harness.scan.compared import checked_by_identity
 from harness.scan.factories import closure_made_per_call
 from harness.scan.finding import Confidence
 from harness.scan.getters import keyed_by_getters
@@ -100,6 +102,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     last_argument = remembers_last_argument(writes, _own)
     if last_argument is not None:
         return Assessment(Confidence.HIGH, last_argument)
+    caught = keeps_caught_exceptions(writes)
+    if caught is not None and never_looked_up(hits, writes) is None:
+        return Assessment(Confidence.HIGH, caught)
     if lifetime is Lifetime.PARAM:
         return Assessment(Confidence.LOW, (
             "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
@@ -170,7 +175,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, (
             "the keyed objects are members of a module or class namespace, which live as long as it"
         ))
-    checked = _checked_by_identity(hits)
+    checked = checked_by_identity(hits)
     if checked:
         return Assessment(Confidence.LOW, checked)
     held = [_held_beside(hit) for hit in writes]
@@ -391,31 +396,6 @@ def _is_namespace(iterable: ast.expr) -> bool:
             if name in ("vars", "getmembers", "dir"):
                 return True
     return False
-
-
-def _checked_by_identity(hits: list) -> Optional[str]:
-    """``entry = reg[id(obj)]; if entry.obj is not obj: ...``: every function that uses the
-    registry compares what it found with the object itself, so a stale entry is told apart."""
-    lines = []
-    for hit in hits:
-        if hit.key is None or not hit.key.objects:
-            return None
-        shown = {render(obj) for obj in hit.key.objects}
-        found = None
-        for node in ast.walk(_function_of(hit)):
-            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-                sides = [node.left, *node.comparators]
-                if any(render(side) in shown for side in sides) and not any(
-                    isinstance(side, ast.Constant) for side in sides
-                ):
-                    found = node.lineno
-        if found is None:
-            return None
-        lines.append(found)
-    return (
-        f"the code compares the entry it finds with the object itself ('is', line {lines[0]}), "
-        "so an entry left by a dead object is told apart"
-    )
 
 
 def _held_beside(hit) -> Optional[str]:

@@ -91,6 +91,8 @@ EXPECTED_USES = {
     "Journal.shown": (Confidence.HIGH, "module-level instance"),
     "stamps in keep_hooks()": (Confidence.LOW, "none looks an id up"),
     "stamps in keep_read_hooks()": (Confidence.HIGH, "installed or kept"),
+    "Runner._handled": (Confidence.HIGH, "caught by the handler"),
+    "Runner._seen_tasks": (Confidence.LOW, "one phase"),
 }
 TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
 

@@ -1,0 +1,41 @@
+"""A registry whose every user compares what it found with the object itself:
+
+    entry = reg[id(obj)]
+    if entry.obj is not obj:
+        ...
+
+An entry left by a dead object is told apart from the new object's, so a reused address
+gives no wrong answer (:func:`harness.scan.confidence.assess` makes such a hazard low).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from harness.scan.syntax import render
+
+
+def checked_by_identity(hits: list) -> Optional[str]:
+    """``entry = reg[id(obj)]; if entry.obj is not obj: ...``: every function that uses the
+    registry compares what it found with the object itself, so a stale entry is told apart."""
+    lines = []
+    for hit in hits:
+        if hit.key is None or not hit.key.objects:
+            return None
+        shown = {render(obj) for obj in hit.key.objects}
+        found = None
+        for node in ast.walk(hit.module.scope_of(hit.node).node):
+            if isinstance(node, ast.Compare) and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+                sides = [node.left, *node.comparators]
+                if any(render(side) in shown for side in sides) and not any(
+                    isinstance(side, ast.Constant) for side in sides
+                ):
+                    found = node.lineno
+        if found is None:
+            return None
+        lines.append(found)
+    return (
+        f"the code compares the entry it finds with the object itself ('is', line {lines[0]}), "
+        "so an entry left by a dead object is told apart"
+    )
