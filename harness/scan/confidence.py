@@ -39,6 +39,7 @@ from harness.scan.testcode import only_in_tests
 from harness.scan.transient import handed_for_one_call
 from harness.scan.uses import harmless_staleness, never_looked_up
 from harness.scan.verdict import Lifetime
+from harness.scan.weakvalue import holds_only_weakly
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
 
@@ -148,6 +149,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
                 f"{walk} and keeps ids in its own attribute, holding none of those objects: the registry "
                 "outlives them by design"
             ))
+        weak = holds_only_weakly(writes) if checked_by_identity(hits) is None else None
+        if weak is not None:
+            return Assessment(Confidence.HIGH, weak)
         return Assessment(Confidence.LOW, (
             "an attribute of an object keyed by objects passed to it: if that object lives for one phase "
             "(a pickler, a builder, one compile), its entries die with it; the scan cannot tell"

@@ -93,6 +93,8 @@ EXPECTED_USES = {
     "stamps in keep_read_hooks()": (Confidence.HIGH, "installed or kept"),
     "Runner._handled": (Confidence.HIGH, "caught by the handler"),
     "Runner._seen_tasks": (Confidence.LOW, "one phase"),
+    "RecordTracker._refs": (Confidence.HIGH, "only through weakref.ref"),
+    "CheckedTracker._refs": (Confidence.LOW, "one phase"),
 }
 TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
 

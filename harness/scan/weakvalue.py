@@ -1,0 +1,119 @@
+"""An entry that keeps only a weak reference to its keyed object, and a hit that never checks it.
+
+::
+
+    class Mapping:
+        def __init__(self, referent):
+            self._referent = weakref.ref(referent)   # does not keep it alive
+            self.value = None
+
+    class Tracker:
+        def track(self, obj):
+            found = self._refs.get(id(obj))
+            if found:
+                return found                          # no look at found._referent()
+            info = Mapping(obj)
+            self._refs[id(obj)] = info
+            return info
+
+The entry looks as if it held the object, but a weak reference does not: the object dies, the
+entry stays, and the next object born on its address is handed the dead one's entry, value and
+all. The weak reference would tell the two apart if anything called it; a registry whose users
+compare what they found with the object (:mod:`harness.scan.compared`) is not this.
+
+:func:`holds_only_weakly` gives such a registry high confidence where it would otherwise be
+low for not knowing how long its owner lives.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Optional
+
+from harness.scan.syntax import dotted, render
+
+
+def holds_only_weakly(writes: list) -> Optional[str]:
+    """Why every write stores, under the id of an object, an instance of a class of the
+    module that keeps that object only through ``weakref.ref``, or None."""
+    if not writes:
+        return None
+    reasons = []
+    for hit in writes:
+        objects = hit.key.objects if hit.key is not None else ()
+        value = _stored_value(hit)
+        if len(objects) != 1 or not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+            return None
+        cls = _class_named(hit.module.tree, value.func.id)
+        param = _parameter_for(cls, value, objects[0]) if cls is not None else None
+        if param is None or not _kept_weakly(cls, param):
+            return None
+        reasons.append(f"{value.func.id}({render(objects[0])}) keeps {render(objects[0])} only through weakref.ref")
+    return (
+        f"{reasons[0]}, and nothing calls the reference on a hit: the object dies while the entry lives, and a new "
+        "object born on its address is handed the dead one's entry"
+    )
+
+
+def _stored_value(hit) -> Optional[ast.expr]:
+    """The value of ``container[key] = value``, followed through a local bound once."""
+    statement = hit.module.parents.get(hit.node)
+    if not (isinstance(statement, ast.Assign) and any(t is hit.node for t in statement.targets)):
+        return None
+    value = statement.value
+    if isinstance(value, ast.Name):
+        values = hit.module.scope_of(hit.node).values.get(value.id, [])
+        value = values[0] if len(values) == 1 else None
+    return value
+
+
+def _class_named(tree: ast.Module, name: str) -> Optional[ast.ClassDef]:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _parameter_for(cls: ast.ClassDef, call: ast.Call, obj: ast.expr) -> Optional[str]:
+    init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None:
+        return None
+    params = [a.arg for a in init.args.args][1:]
+    for keyword in call.keywords:
+        if keyword.arg in params and render(keyword.value) == render(obj):
+            return keyword.arg
+    for position, argument in enumerate(call.args):
+        if isinstance(argument, ast.Starred):
+            return None
+        if position < len(params) and render(argument) == render(obj):
+            return params[position]
+    return None
+
+
+def _kept_weakly(cls: ast.ClassDef, param: str) -> bool:
+    """The class stores ``param`` in ``self`` only as ``weakref.ref(param)`` (at least once),
+    never as itself, in a container, or handed to another call."""
+    weak = False
+    for node in ast.walk(cls):
+        if not (isinstance(node, ast.Name) and node.id == param and isinstance(node.ctx, ast.Load)):
+            continue
+        weak_call = _enclosing_weak_ref(cls, node)
+        if weak_call:
+            weak = True
+        elif _stored_or_handed(cls, node):
+            return False
+    return weak
+
+
+def _parents(cls: ast.ClassDef) -> dict:
+    return {child: parent for parent in ast.walk(cls) for child in ast.iter_child_nodes(parent)}
+
+
+def _enclosing_weak_ref(cls: ast.ClassDef, node: ast.Name) -> bool:
+    parent = _parents(cls).get(node)
+    return isinstance(parent, ast.Call) and (dotted(parent.func) or "") in ("weakref.ref", "ref") and parent.args[:1] == [node]
+
+
+def _stored_or_handed(cls: ast.ClassDef, node: ast.Name) -> bool:
+    """A use of the parameter that can keep it: a value assigned, an element, an argument."""
+    parent = _parents(cls).get(node)
+    if isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.If, ast.IfExp, ast.FormattedValue)):
+        return False
+    return not (isinstance(parent, ast.Call) and parent.func is node)
