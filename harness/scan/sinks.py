@@ -103,7 +103,9 @@ class Sinks:
 
 
     def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
-        """``d.setdefault(id(x), []).append(x)``: the object appended to the entry."""
+        """``d.setdefault(id(x), []).append(x)``: the object appended to the entry; also
+        through a local bound once to the entry (``active = d.setdefault(k, [])`` and then
+        ``active.append(Record(x))`` in the same block)."""
         attribute = self.module.parents.get(call)
         outer = self.module.parents.get(attribute) if attribute is not None else None
         if (
@@ -114,6 +116,24 @@ class Sinks:
             and outer.args
         ):
             return outer.args[0]
+        statement = attribute
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+            return None
+        name = statement.targets[0].id
+        if len(self.place.scope.values.get(name, [])) != 1:
+            return None
+        block = self._block_of(statement)
+        for later in getattr(block[0], block[1], []) if block is not None else []:
+            if later.lineno <= statement.lineno or not isinstance(later, ast.Expr):
+                continue
+            inner = later.value
+            if (
+                isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr in MUTATORS
+                and isinstance(inner.func.value, ast.Name) and inner.func.value.id == name and inner.args
+            ):
+                added = inner.args[-1]
+                bound = self.place.scope.values.get(added.id, []) if isinstance(added, ast.Name) else []
+                return bound[0] if len(bound) == 1 and bound[0] is not None else added
         return None
 
     def _cached_call(self, call: ast.Call) -> None:
