@@ -25,6 +25,7 @@ from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.blockvars import reset_per_block
 from harness.scan.caught import keeps_caught_exceptions
+from harness.scan.closures import kept_for_one_use
 from harness.scan.compared import checked_by_identity
 from harness.scan.factories import closure_made_per_call
 from harness.scan.finding import Confidence
@@ -194,6 +195,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if unread is not None:
         return Assessment(Confidence.LOW, unread)
     if lifetime in (Lifetime.LOCAL, Lifetime.TEMPORARY, Lifetime.CLOSURE):
+        one_use = kept_for_one_use(writes)
+        if one_use is not None:
+            return Assessment(Confidence.LOW, one_use)
         return Assessment(Confidence.HIGH, (
             "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
         ))

@@ -127,7 +127,7 @@ def handed_for_the_call(call, use: ast.AST, module, escape) -> bool:
         return False
     func = call.func
     if isinstance(func, ast.Attribute):
-        if not _module_or_class(func.value, module):
+        if not module_or_class(func.value, module):
             return False
         name = func.attr
     elif isinstance(func, ast.Name):
@@ -145,7 +145,7 @@ def handed_for_the_call(call, use: ast.AST, module, escape) -> bool:
     return False
 
 
-def _module_or_class(receiver: ast.expr, module) -> bool:
+def module_or_class(receiver: ast.expr, module) -> bool:
     """``mod.f``, ``mod.Cls.f`` or ``Cls.f``: a function reached from a scanned module or a
     class of this one, not from an object that can hold what it is given."""
     while isinstance(receiver, ast.Attribute):

@@ -95,6 +95,9 @@ EXPECTED_USES = {
     "Runner._seen_tasks": (Confidence.LOW, "one phase"),
     "RecordTracker._refs": (Confidence.HIGH, "only through weakref.ref"),
     "CheckedTracker._refs": (Confidence.LOW, "one phase"),
+    "chosen in identity_predicate()": (Confidence.LOW, "objects of the call that made the container"),
+    "results in memo_by_argument()": (Confidence.HIGH, "installed or kept"),
+    "shapes in summarize()": (Confidence.LOW, "only handed to model.register_forward_hook()"),
 }
 TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
 
