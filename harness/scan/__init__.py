@@ -45,8 +45,13 @@ a function that is installed or returned) keyed by objects callers pass in; an i
 owner's own attributes saved on the owner; or ids of the code's own object (``self``, what it
 holds) kept in a container of another object (``lm = current_mode(); lm.cache[id(self)]``);
 or a container in thread-local storage (an attribute made with ``threading.local()``) of an
-object the callers pass, one registry in every function that reaches it by that path.
-**Low**, with the reason: only lookups are in the scanned files; the container is the
+object the callers pass, one registry in every function that reaches it by that path; and,
+whatever the owner, ids of exceptions an ``except ... as`` caught (they die when the handler
+ends) and entries that keep their object only through a ``weakref.ref`` no hit calls.
+**Low**, with the reason: only lookups are in the scanned files; only stores are, and every
+read would be in view (a local, a closure's, a private attribute of an instance); a closure's
+keys are objects of the call that made it, not its arguments, or the closure is only handed
+to a method of an object (``model.register_forward_hook(hook)``); the container is the
 caller's (a parameter) or comes from code whose lifetime cannot be seen; it is an attribute
 of an object keyed by objects passed to it (a pickler, a builder, one compile: the owner may
 live for one phase); the keyed objects are the functions a decorator registers and returns,
@@ -105,13 +110,15 @@ It is safe when:
 
 * the same entry holds the object (``d[id(x)] = x``, ``d[id(x)] = (x, meta)``, a name bound
   to such a tuple, ``d.setdefault(id(x), []).append(x)``, ``{id(p): p for p in ps}``), is
-  the object handed back by a function of the module that returns its argument, is made by
+  the object handed back by a function of the module that returns its argument, is a list
+  bound to a local (``active = d.setdefault(id(x), [])``) that the block then gives a record
+  made with the object, is made by
   a class chosen for the object and called with it (``get_cls(x)(x)``), or holds the
   sequence a keyed item (``xs[0]``) comes from;
 * the container (or attribute) belongs to the object itself (``self.tag = f"t{id(self)}"``);
-* a ``weakref.finalize(x, ...)`` (or ``weakref.ref(x, callback)``) in the same function
-  prunes that container, directly or through a function of the same file, or a nested
-  function, naming it;
+* a ``weakref.finalize(x, ...)`` (or ``weakref.ref(x, callback)``) in the same function,
+  or in a function of the module the store hands ``x`` to, prunes that container, directly or
+  through a function of the same file, or a nested function, naming it;
 * a ``finally:`` of the same function removes the entry again (a recursion guard: the
   entry lives only while the call that holds the object runs);
 * another store in the same function, into state with the same root (``self``, ``cls``, the
@@ -126,7 +133,9 @@ It is safe when:
 * the function checks the key is in another registry every store into which holds its
   object (``assert key in self.tensors``, then ``self.owners[key] = ...``);
 * the object is an element of a tuple bound in the same function as the registry (both
-  captured by one closure), or a second holder is reached through a local alias
+  captured by one closure), or of a list, set or parameter of that function that nothing
+  empties (looped over, or appended to beside the store) where every closure keeping the
+  registry keeps it too; or a second holder is reached through a local alias
   (``ids = self.a if rs else self.b``);
 * each entry is a value made without the object and never changed (``streams[key] =
   torch.cuda.Stream()``): a stale match hands out a value as good as a fresh one;
