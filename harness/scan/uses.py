@@ -11,10 +11,11 @@
   others (``if k not in h or h[k].logger is not logger: h[k] = Helper(logger)``): a stale
   entry is what a new one would be;
 * (:func:`never_looked_up`) a registry that is only ever stored into, where every read would
-  be in view (a local of a function or closure, a private attribute of an instance): no code
-  looks an id up in it (no ``get``, ``in``, subscript read, saved id compared), so nothing
-  can match a dead object's entry; at worst the entries leak. A module's registry may be
-  read by code not scanned, so it is left alone.
+  be in view (a local of a function or closure; a private attribute of an instance or class,
+  or a private module global, which by the leading underscore only its own code reaches): no
+  code looks an id up in it (no ``get``, ``in``, subscript read, saved id compared), so
+  nothing can match a dead object's entry; at worst the entries leak. A public registry may
+  be read by code not scanned, so it is left alone.
 
 Each gives a hazard low confidence (:func:`harness.scan.confidence.assess`); none makes it
 safe, since a caller outside the scanned files could still read the registry.
@@ -55,14 +56,18 @@ def never_looked_up(hits: list, writes: list) -> Optional[str]:
 
 def _reads_in_view(hit) -> bool:
     """Every read of the container would be in the scanned code: it is a local of a function
-    (or of the function a closure shares it with), or a private attribute of an instance
-    (``self._seen``), which only its class's code reaches."""
+    (or of the function a closure shares it with), a private attribute of an instance or
+    class (``self._seen``), or a private module global (``_SEEN``), which only its own code
+    reaches."""
     lifetime = hit.verdict.lifetime.name
     if lifetime in ("LOCAL", "TEMPORARY", "CLOSURE"):
         return True
-    if lifetime != "INSTANCE" or not isinstance(hit.container, ast.Attribute):
+    if lifetime in ("MODULE", "CLASS") and isinstance(hit.container, ast.Name):
+        name = hit.container.id
+    elif lifetime in ("INSTANCE", "CLASS") and isinstance(hit.container, ast.Attribute):
+        name = hit.container.attr
+    else:
         return False
-    name = hit.container.attr
     return name.startswith("_") and not name.startswith("__")
 
 

@@ -19,11 +19,11 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 _TEXT_LINE = re.compile(r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+): (?P<code>IDK\d{3}) .+ \((hazard, (high|low) confidence|safe|error)\)$")
 
 HAZARD_SOURCE = """\
-_REGISTRY = {}
+REGISTRY = {}
 
 
 def register(w, key):
-    _REGISTRY[id(w)] = key
+    REGISTRY[id(w)] = key
 """
 SAFE_SOURCE = """\
 def count_distinct(items):
@@ -48,11 +48,11 @@ def test_hazard_exits_1_with_a_header_why_fix_and_its_uses(tmp_path, capsys):
     match = _TEXT_LINE.match(out[0])
     assert match, out[0]
     assert (match["path"], match["line"], match["col"], match["code"]) == (str(path), "5", "5", "IDK001")
-    assert out[0].endswith("_REGISTRY (1 store) (hazard, high confidence)")
-    assert out[1].startswith("    why: module-level _REGISTRY lives for the whole process")
+    assert out[0].endswith("REGISTRY (1 store) (hazard, high confidence)")
+    assert out[1].startswith("    why: module-level REGISTRY lives for the whole process")
     assert out[2].startswith("    confidence: high: the container lives for the whole process")
     assert out[3].startswith("    fix: key the registry by the object itself in a weakref.WeakKeyDictionary")
-    assert out[4] == f"    store  {path}:5:5: IDK001 _REGISTRY[id(w)]"
+    assert out[4] == f"    store  {path}:5:5: IDK001 REGISTRY[id(w)]"
     assert len(out) == 5
 
 
@@ -113,8 +113,8 @@ def test_json_format(tmp_path, capsys):
             "file", "line", "col", "code", "severity", "registry", "message", "why", "fix", "snippet", "uses",
             "confidence", "confidence_reason",
         }
-    assert records[0]["snippet"] == "_REGISTRY[id(w)] = key"
-    assert records[0]["message"].startswith("dict keyed by id(): _REGISTRY")
+    assert records[0]["snippet"] == "REGISTRY[id(w)] = key"
+    assert records[0]["message"].startswith("dict keyed by id(): REGISTRY")
     assert "WeakKeyDictionary" in records[0]["fix"]
     assert records[1]["fix"] == ""
     assert records[1]["why"] == "local seen dies when count_distinct() returns"
@@ -201,6 +201,10 @@ def test_sentinel_registries_are_printed_as_plugin_options(tmp_path, capsys):
 
         def remember(x, v):
             _BY_ID[id(x)] = v
+
+
+        def recall(x):
+            return _BY_ID.get(id(x))
         """)
     assert main(["--sentinel-registries", str(package)]) == 0
     captured = capsys.readouterr()
@@ -220,9 +224,9 @@ def test_sentinel_registries_name_a_namespace_package_scanned_by_name(tmp_path, 
     write(tmp_path, "ns/core/utils.py", HAZARD_SOURCE)
     monkeypatch.chdir(tmp_path)
     assert main(["--sentinel-registries", "ns"]) == 0
-    assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:_REGISTRY\n"
+    assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:REGISTRY\n"
     assert main(["--sentinel-registries", "."]) == 0
-    assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:_REGISTRY\n"
+    assert capsys.readouterr().out == "--sentinel-registry=ns.core.utils:REGISTRY\n"
 
 
 def test_directories_are_searched_recursively_for_py_files(tmp_path, capsys):
@@ -274,13 +278,17 @@ def test_a_registry_with_safe_and_hazardous_uses_is_one_hazard_finding(tmp_path,
 
         def forget(y, v):
             _REG[id(y)] = v
+
+
+        def find(z):
+            return _REG.get(id(z))
         """)
     assert main(["--format", "json", str(path)]) == 1
     records = json.loads(capsys.readouterr().out)
     assert len(records) == 1
-    assert records[0]["severity"] == "hazard" and "(2 stores)" in records[0]["message"]
-    assert [(u["line"], u["severity"]) for u in records[0]["uses"]] == [(5, "safe"), (9, "hazard")]
-    assert "_REG[id(y)]" in records[0]["why"]
+    assert records[0]["severity"] == "hazard" and "(2 stores, 1 read)" in records[0]["message"]
+    assert [(u["line"], u["severity"]) for u in records[0]["uses"]] == [(5, "safe"), (9, "hazard"), (13, "hazard")]
+    assert "id(y)" in records[0]["why"] and "_REG.get(id(z))" in records[0]["why"]
 
 
 def test_scan_time_side_by_side_refuses_an_unknown_commit_in_one_line(tmp_path):

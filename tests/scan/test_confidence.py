@@ -22,7 +22,7 @@ USES_FIXTURE = FIXTURE.parent / "confidence_uses.py"
 
 # registry -> (confidence, a word its reason must contain); pairs differ in one respect.
 EXPECTED = {
-    "_BY_WEIGHT": (Confidence.HIGH, "whole process"),
+    "BY_WEIGHT": (Confidence.HIGH, "whole process"),
     "_LOOKED_UP": (Confidence.LOW, "only lookups"),
     "table in fill()": (Confidence.LOW, "caller's"),
     "Pickler.memo": (Confidence.LOW, "one phase"),
@@ -30,17 +30,17 @@ EXPECTED = {
     "Layer.key": (Confidence.HIGH, "replaces"),
     "Mode.cache": (Confidence.HIGH, "another object"),
     "_REGISTERED": (Confidence.LOW, "decorator"),
-    "_SEEN_ARGS": (Confidence.HIGH, "whole process"),
+    "SEEN_ARGS": (Confidence.HIGH, "whole process"),
     "_MATH_IDS": (Confidence.LOW, "namespace"),
-    "_ITEM_IDS": (Confidence.HIGH, "whole process"),
+    "ITEM_IDS": (Confidence.HIGH, "whole process"),
     "_HANDLER_IDS": (Confidence.LOW, "also held by _HANDLERS"),
-    "_PLAIN_IDS": (Confidence.HIGH, "whole process"),
+    "PLAIN_IDS": (Confidence.HIGH, "whole process"),
     "_CHECKED": (Confidence.LOW, "'is'"),
     "_UNCHECKED": (Confidence.HIGH, "whole process"),
     "_BOUND": (Confidence.LOW, "every call of bind()"),
-    "_BOUND_ANY": (Confidence.HIGH, "whole process"),
+    "BOUND_ANY": (Confidence.HIGH, "whole process"),
     "_BUFFERS": (Confidence.LOW, "built on group_key()"),
-    "_SIDE_BUFFERS": (Confidence.HIGH, "whole process"),
+    "SIDE_BUFFERS": (Confidence.HIGH, "whole process"),
     "Backend._batch_id": (Confidence.HIGH, "argument of one call"),
     "Backend._step_id": (Confidence.LOW, "one phase"),
     "Backend._table": (Confidence.HIGH, "argument of one call"),
@@ -49,7 +49,7 @@ EXPECTED = {
     "linecache.cache": (Confidence.LOW, "traceback"),
     "_SOURCES": (Confidence.HIGH, "whole process"),
     "_SIZE_BY_GROUP": (Confidence.LOW, "get_group() hands out"),
-    "_SIZE_BY_NEW_GROUP": (Confidence.HIGH, "whole process"),
+    "SIZE_BY_NEW_GROUP": (Confidence.HIGH, "whole process"),
     "_saves() in mark()": (Confidence.HIGH, "module-level state"),
     "_outside_saves() in mark_outside()": (Confidence.LOW, "cannot be seen"),
     "cache in memo_on_stack()": (Confidence.HIGH, "module-level state"),
@@ -98,6 +98,8 @@ EXPECTED_USES = {
     "chosen in identity_predicate()": (Confidence.LOW, "objects of the call that made the container"),
     "results in memo_by_argument()": (Confidence.HIGH, "installed or kept"),
     "shapes in summarize()": (Confidence.LOW, "only handed to model.register_forward_hook()"),
+    "_NOTED": (Confidence.LOW, "none looks an id up"),
+    "NOTED": (Confidence.HIGH, "whole process"),
 }
 TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
 
