@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Optional
 
+from harness.reference import expected_model
+
 __harness_hidden__ = True
 
 
@@ -69,6 +71,12 @@ class Traits:
         "note, under --strict too, and any other growth a warning, a failure under --strict. Default: none.")
 
     # --- the defaults, where a caller wants one value whether or not the stack has the hook ------
+    def reference(self) -> Callable:
+        """What a model of this stack is compared with: its ``expected_model``, or the
+        delayed-scaling reference (every comparison of a run asks here, so a stack's own
+        expectation also bounds the long-lived loop's checks)."""
+        return self.expected_model or expected_model
+
     def model_objects_of(self, model) -> list:
         return list(self.model_objects(model)) if self.model_objects is not None else []
 

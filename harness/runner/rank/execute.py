@@ -43,7 +43,6 @@ from harness.oracles.hygiene import scan_registries, survivors
 from harness.oracles.recorded import StepRecorder, judge_checks_reference
 from harness.oracles.reference import compared_names, final_mismatch, step_mismatch
 from harness.oracles.retention import RETENTION_NOTE, describe_growth, growth, retained_state, split_growth
-from harness.reference import expected_model
 from harness.runner.rank.cycles import run_cycles
 from harness.runner.rank.exceptions import classify, describe_exception, exception_identity
 from harness.runner.rank.result import RankResult, fold_digests, meta_fingerprint
@@ -211,7 +210,7 @@ def _steps(run: _CaseRun, built: _Built, m: int) -> None:
     settings = state.settings
     t0 = time.perf_counter()
     hooks = traits(state.stack)
-    reference = hooks.expected_model or expected_model
+    reference = hooks.reference()
     recorder = run.recorder
     check_step = hooks.check_optimizer_step
     expected = None
