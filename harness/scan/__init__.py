@@ -48,8 +48,9 @@ or a container in thread-local storage (an attribute made with ``threading.local
 object the callers pass, one registry in every function that reaches it by that path; and,
 whatever the owner, ids of exceptions an ``except ... as`` caught (they die when the handler
 ends) and entries that keep their object only through a ``weakref.ref`` no hit calls.
-**Low**, with the reason: only lookups are in the scanned files; only stores are, and every
-read would be in view (a local, a closure's, a private attribute or module global); a closure's
+**Low**, with the reason: only lookups are in the scanned files; nothing reads the registry
+at all where every read would be in view (a local, a closure's, a private attribute or module
+global no other scanned file names); a closure's
 keys are objects of the call that made it, not its arguments, or the closure is only handed
 to a method of an object (``model.register_forward_hook(hook)``); the container is the
 caller's (a parameter) or comes from code whose lifetime cannot be seen; it is an attribute

@@ -38,7 +38,8 @@ from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
 from harness.scan.testcode import only_in_tests
 from harness.scan.transient import handed_for_one_call
-from harness.scan.uses import harmless_staleness, never_looked_up
+from harness.scan.unread import never_read
+from harness.scan.uses import harmless_staleness
 from harness.scan.verdict import Lifetime
 from harness.scan.weakvalue import holds_only_weakly
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
@@ -105,7 +106,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if last_argument is not None:
         return Assessment(Confidence.HIGH, last_argument)
     caught = keeps_caught_exceptions(writes)
-    if caught is not None and never_looked_up(hits, writes) is None:
+    if caught is not None and never_read(hits, writes) is None:
         return Assessment(Confidence.HIGH, caught)
     if lifetime is Lifetime.PARAM:
         return Assessment(Confidence.LOW, (
@@ -124,7 +125,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         # is no registering decorator).
         passed = [_callers_pass_immortals(hit) for hit in writes]
         return Assessment(Confidence.LOW, passed[0]) if all(passed) else Assessment(Confidence.HIGH, state)
-    unread = never_looked_up(hits, writes)
+    unread = never_read(hits, writes)
     if lifetime is Lifetime.INSTANCE:
         if owned or unread:
             return Assessment(Confidence.HIGH, owned) if owned else Assessment(Confidence.LOW, unread)

@@ -9,13 +9,7 @@
   (or ``if k not in seen:`` around the add and the warning);
 * an entry made from other objects alone and made anew whenever the one found was made from
   others (``if k not in h or h[k].logger is not logger: h[k] = Helper(logger)``): a stale
-  entry is what a new one would be;
-* (:func:`never_looked_up`) a registry that is only ever stored into, where every read would
-  be in view (a local of a function or closure; a private attribute of an instance or class,
-  or a private module global, which by the leading underscore only its own code reaches): no
-  code looks an id up in it (no ``get``, ``in``, subscript read, saved id compared), so
-  nothing can match a dead object's entry; at worst the entries leak. A public registry may
-  be read by code not scanned, so it is left alone.
+  entry is what a new one would be.
 
 Each gives a hazard low confidence (:func:`harness.scan.confidence.assess`); none makes it
 safe, since a caller outside the scanned files could still read the registry.
@@ -39,36 +33,6 @@ def harmless_staleness(hits: list, writes: list) -> Optional[str]:
         if reason is not None:
             return reason
     return None
-
-
-def never_looked_up(hits: list, writes: list) -> Optional[str]:
-    """Why no lookup can find a stale entry of this registry (:func:`harness.scan.confidence.assess`
-    asks last, so a more particular reason is given first), or None."""
-    if not writes or any(hit.use.name != "STORE" for hit in hits):
-        return None
-    if not all(_reads_in_view(hit) for hit in writes):
-        return None
-    return (
-        "every use stores into the registry and none looks an id up in it, and only the code in view can reach "
-        "it, so no lookup can match a dead object's entry (at worst the entries leak)"
-    )
-
-
-def _reads_in_view(hit) -> bool:
-    """Every read of the container would be in the scanned code: it is a local of a function
-    (or of the function a closure shares it with), a private attribute of an instance or
-    class (``self._seen``), or a private module global (``_SEEN``), which only its own code
-    reaches."""
-    lifetime = hit.verdict.lifetime.name
-    if lifetime in ("LOCAL", "TEMPORARY", "CLOSURE"):
-        return True
-    if lifetime in ("MODULE", "CLASS") and isinstance(hit.container, ast.Name):
-        name = hit.container.id
-    elif lifetime in ("INSTANCE", "CLASS") and isinstance(hit.container, ast.Attribute):
-        name = hit.container.attr
-    else:
-        return False
-    return name.startswith("_") and not name.startswith("__")
 
 
 def _linecache(hits: list, writes: list) -> Optional[str]:

@@ -87,9 +87,9 @@ EXPECTED_USES = {
     "Patches._unchecked": (Confidence.HIGH, "whole process"),
     "REPR_CONTEXT.stats_once": (Confidence.LOW, "emptied in a finally"),
     "REPR_CONTEXT.stats_kept": (Confidence.HIGH, "another object"),
-    "Journal._written": (Confidence.LOW, "none looks an id up"),
+    "Journal._written": (Confidence.LOW, "nothing reads"),
     "Journal.shown": (Confidence.HIGH, "module-level instance"),
-    "stamps in keep_hooks()": (Confidence.LOW, "none looks an id up"),
+    "stamps in keep_hooks()": (Confidence.LOW, "nothing reads"),
     "stamps in keep_read_hooks()": (Confidence.HIGH, "installed or kept"),
     "Runner._handled": (Confidence.HIGH, "caught by the handler"),
     "Runner._seen_tasks": (Confidence.LOW, "one phase"),
@@ -98,7 +98,7 @@ EXPECTED_USES = {
     "chosen in identity_predicate()": (Confidence.LOW, "objects of the call that made the container"),
     "results in memo_by_argument()": (Confidence.HIGH, "installed or kept"),
     "shapes in summarize()": (Confidence.LOW, "only handed to model.register_forward_hook()"),
-    "_NOTED": (Confidence.LOW, "none looks an id up"),
+    "_NOTED": (Confidence.LOW, "nothing reads"),
     "NOTED": (Confidence.HIGH, "whole process"),
 }
 TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
