@@ -1,16 +1,17 @@
 """The hazards of part B of the sixth blind census (docs/log/2026-12-07-scan-blind-census-6-b.md), reproduced.
 
-Each test works as those of ``test_blind_census_5.py`` do: the released code, with the dead
-object's address given back by force, answers for the dead object, and answers right when the
-first object is kept alive (the control). Part B of the census found seven true hazards; each
-has its test here.
+Part B of the census found seven true hazards, one test each, in the form of
+``test_blind_census_5.py`` (forced reuse answers for the dead object; the control, with the
+first object kept alive, answers right). A test is skipped, naming the package and the version,
+unless the release the census read is the one installed:
 
-Each package is pinned to the release the census read; a test is skipped, naming the package
-and the version, when that release is not installed:
-
-    pip install --target DIR 'praisonaiagents[llm]==1.7.17' langroid==0.69.16 traitsui==8.0.0 \
-        pyface==8.0.0 PySide6-Essentials fugue==0.9.7 pyspark cognee==1.6.5 sqlmesh==0.236.4 \
-        langflow-base==1.13.0
+    pip install --target DIR 'praisonaiagents[llm]==1.7.17'    # one directory per release:
+    pip install --target DIR langroid==0.69.16                   # so the census ran them
+    pip install --target DIR traitsui==8.0.0 pyface==8.0.0 PySide6-Essentials
+    pip install --target DIR fugue==0.9.7 pyspark
+    pip install --target DIR cognee==1.6.5
+    pip install --target DIR sqlmesh==0.236.4
+    uv pip install --target DIR langflow-base==1.13.0           # pip's resolver does not finish
     PYTHONPATH=DIR ./scripts/test cases/blind/test_blind_census_6_b.py -q
 
 The fugue test starts a local Spark session and needs a Java runtime (it is skipped without
