@@ -65,14 +65,17 @@ def failure_text(report) -> str:
 
 def check_case(report) -> None:
     """Fail the current test unless the case passed; a skipped case (the stack declines it)
-    skips the test with its reason; retention findings become warnings."""
+    skips the test with its reason; each retention finding becomes a warning, worded as the
+    report words it."""
     import warnings
+
+    from harness.oracles.retention import RETENTION_NOTE, is_retention_warning
 
     __tracebackhide__ = True      # pytest points skips and failures at the test that called this
     if report.outcome == "skipped":
         pytest.skip(report.skip_reason)
-    if report.warnings:
-        warnings.warn(HarnessRetentionWarning(f"retention: {report.warnings[0]}"))
+    for line in report.warnings:
+        warnings.warn(HarnessRetentionWarning(line if is_retention_warning(line) else f"{RETENTION_NOTE}{line}"))
     if report.outcome != "passed":
         pytest.fail(failure_text(report), pytrace=False)
 

@@ -134,6 +134,15 @@ def test_check_case_skips_with_the_reason_and_a_skipped_report_needs_one():
         skipped("c", "")
 
 
+def test_check_case_warns_each_retention_finding_once_worded_as_the_report_words_it():
+    from harness.pytest_plugin import HarnessRetentionWarning, check_case
+
+    report = CaseReport("c", "passed", warnings=["retention: 48 tensors stay alive", "retention: 2 more"])
+    with pytest.warns(HarnessRetentionWarning) as caught:
+        check_case(report)
+    assert [str(w.message) for w in caught] == ["retention: 48 tensors stay alive", "retention: 2 more"]
+
+
 def test_stress_reports_count_skipped_cases_and_never_as_failures(tmp_path):
     from harness.report.html import render_stress_html
     from harness.report.stress_model import StressConfig
