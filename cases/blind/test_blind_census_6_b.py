@@ -26,7 +26,6 @@ with ``born_on_death_of``.
 from __future__ import annotations
 
 import gc
-import logging
 import os
 import shutil
 import uuid
