@@ -24,9 +24,15 @@ def _run(sut: str):
 
 
 def test_a_registry_keyed_by_a_dead_groups_id_fails_hygiene():
+    # Every failing case has the hygiene finding. Where one rank's new group is born on the dead
+    # group's address and the other's is not, the ranks' arenas also differ (3 keys against 4),
+    # and the cross-rank oracle names that first, before the case's first collective: the same
+    # stale key seen across ranks, which depends on where each rank's allocator puts the group.
     report = _run("tests.planted.group_id_registry:STACK")
     failed = [c for c in report.cases if c.outcome == "failed"]
-    assert failed and all(c.oracle == "hygiene" for c in failed), [(c.name, c.oracle, c.detail[:300]) for c in failed]
+    found = [(c.name, c.oracles, c.detail[:300]) for c in failed]
+    assert failed and all("hygiene" in c.oracles for c in failed), found
+    assert all(set(c.oracles) <= {"hygiene", "cross-rank"} for c in failed), found
     assert any("group_arena.ARENAS" in c.detail and "the id of a process group" in c.detail for c in failed), \
         [c.detail[:400] for c in failed]
 
