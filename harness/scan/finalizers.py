@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.passthrough import param_given
 from harness.scan.syntax import dotted, render, root_of, same_expr
 
 
@@ -144,22 +145,12 @@ class Finalizers:
 
 
 def _parameter_given(function: Optional[ast.AST], call: ast.Call, obj: ast.expr) -> Optional[str]:
-    """The parameter of ``function`` that ``call`` binds ``obj`` to (positionally or by
-    keyword; a method called through an attribute skips its ``self``), or None."""
+    """The parameter of ``function`` that ``call`` binds ``obj`` to (a method called through an
+    attribute fills its ``self`` itself), or None."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
-    params = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
-    if isinstance(call.func, ast.Attribute) and params[:1] in (["self"], ["cls"]):
-        params = params[1:]
-    for keyword in call.keywords:
-        if keyword.arg is not None and same_expr(keyword.value, obj):
-            return keyword.arg
-    for position, argument in enumerate(call.args):
-        if isinstance(argument, ast.Starred):
-            return None
-        if same_expr(argument, obj) and position < len(params):
-            return params[position]
-    return None
+    first = [a.arg for a in [*function.args.posonlyargs, *function.args.args]][:1]
+    return param_given(call, obj, function, bound=isinstance(call.func, ast.Attribute) and first in (["self"], ["cls"]))
 
 
 def _nested_function(function: ast.AST, callback: ast.expr) -> Optional[ast.AST]:

@@ -28,15 +28,18 @@ def returns_argument(value: Optional[ast.expr], obj: ast.expr, functions: dict, 
     function = functions.get(callee_name(value) or "")
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    param = _param_given(value, obj, function)
+    param = param_given(value, obj, function)
     if param is None:
         return False
     returns = [node for node in walk_same_scope(function) if isinstance(node, ast.Return)]
     return bool(returns) and all(isinstance(r.value, ast.Name) and r.value.id == param for r in returns)
 
 
-def _param_given(call: ast.Call, obj: ast.expr, function: ast.AST) -> Optional[str]:
-    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+def param_given(call: ast.Call, obj: ast.expr, function: ast.AST, bound: bool = False) -> Optional[str]:
+    """The parameter of ``function`` that ``call`` binds ``obj`` to, positionally or by keyword,
+    or None. ``bound``: the call fills the first parameter itself (``self`` of a method called
+    through an attribute, of a class's ``__init__`` called through the class)."""
+    positional = [a.arg for a in (*function.args.posonlyargs, *function.args.args)][1 if bound else 0:]
     for index, argument in enumerate(call.args):
         if isinstance(argument, ast.Starred):
             return None

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.passthrough import param_given
 from harness.scan.syntax import dotted, render
 
 
@@ -46,7 +47,7 @@ def holds_only_weakly(writes: list) -> Optional[str]:
             return None
         cls = _class_named(hit.module.tree, value.func.id)
         param = _parameter_for(cls, value, objects[0]) if cls is not None else None
-        if param is None or not _kept_weakly(cls, param):
+        if param is None or not _kept_weakly(cls, param, hit.module.parents):
             return None
         reasons.append(f"{value.func.id}({render(objects[0])}) keeps {render(objects[0])} only through weakref.ref")
     return (
@@ -72,48 +73,28 @@ def _class_named(tree: ast.Module, name: str) -> Optional[ast.ClassDef]:
 
 
 def _parameter_for(cls: ast.ClassDef, call: ast.Call, obj: ast.expr) -> Optional[str]:
+    """The parameter of the class's ``__init__`` that ``Cls(..., obj, ...)`` binds ``obj`` to."""
     init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-    if init is None:
-        return None
-    params = [a.arg for a in init.args.args][1:]
-    for keyword in call.keywords:
-        if keyword.arg in params and render(keyword.value) == render(obj):
-            return keyword.arg
-    for position, argument in enumerate(call.args):
-        if isinstance(argument, ast.Starred):
-            return None
-        if position < len(params) and render(argument) == render(obj):
-            return params[position]
-    return None
+    return param_given(call, obj, init, bound=True) if init is not None else None
 
 
-def _kept_weakly(cls: ast.ClassDef, param: str) -> bool:
+def _kept_weakly(cls: ast.ClassDef, param: str, parents: dict) -> bool:
     """The class stores ``param`` in ``self`` only as ``weakref.ref(param)`` (at least once),
     never as itself, in a container, or handed to another call."""
     weak = False
     for node in ast.walk(cls):
         if not (isinstance(node, ast.Name) and node.id == param and isinstance(node.ctx, ast.Load)):
             continue
-        weak_call = _enclosing_weak_ref(cls, node)
-        if weak_call:
+        parent = parents.get(node)
+        if isinstance(parent, ast.Call) and (dotted(parent.func) or "") in ("weakref.ref", "ref") and parent.args[:1] == [node]:
             weak = True
-        elif _stored_or_handed(cls, node):
+        elif _stored_or_handed(node, parent):
             return False
     return weak
 
 
-def _parents(cls: ast.ClassDef) -> dict:
-    return {child: parent for parent in ast.walk(cls) for child in ast.iter_child_nodes(parent)}
-
-
-def _enclosing_weak_ref(cls: ast.ClassDef, node: ast.Name) -> bool:
-    parent = _parents(cls).get(node)
-    return isinstance(parent, ast.Call) and (dotted(parent.func) or "") in ("weakref.ref", "ref") and parent.args[:1] == [node]
-
-
-def _stored_or_handed(cls: ast.ClassDef, node: ast.Name) -> bool:
+def _stored_or_handed(node: ast.Name, parent: Optional[ast.AST]) -> bool:
     """A use of the parameter that can keep it: a value assigned, an element, an argument."""
-    parent = _parents(cls).get(node)
     if isinstance(parent, (ast.Compare, ast.BoolOp, ast.UnaryOp, ast.If, ast.IfExp, ast.FormattedValue)):
         return False
     return not (isinstance(parent, ast.Call) and parent.func is node)
