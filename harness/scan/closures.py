@@ -34,7 +34,7 @@ import ast
 from typing import Optional
 
 from harness.scan.scopes import Binding, Scope
-from harness.scan.syntax import SCOPE_NODES, render, root_of
+from harness.scan.syntax import assigned_to, render, root_of
 from harness.scan.transient import module_or_class
 
 
@@ -66,7 +66,7 @@ def kept_for_one_use(writes: list) -> Optional[str]:
         return None
     if nested.node.decorator_list:
         return None
-    handed = _only_handed(nested.node.name, frame, hit.module.parents)
+    handed = _only_handed(nested.node.name, frame, hit.module)
     if handed is None or not _method_of_an_object(handed, hit.module):
         return None
     return (
@@ -79,9 +79,8 @@ def kept_for_one_use(writes: list) -> Optional[str]:
 def _maker(hit) -> Optional[Scope]:
     """The function whose local the container is (seen from the store's scope), or None."""
     container = hit.container
-    statement = hit.module.parents.get(container) if container is not None else None
-    if isinstance(statement, ast.Assign) and statement.value is container and len(statement.targets) == 1:
-        container = statement.targets[0]   # chosen = {id(s) for s in states}: the name it is bound to
+    if container is not None:
+        container = assigned_to(container, hit.module.parents) or container   # chosen = {id(s) for s in states}
     root, _ = root_of(container) if container is not None else (None, None)
     if not isinstance(root, ast.Name):
         return None
@@ -120,18 +119,18 @@ def _child_of(scope: Scope, frame: Scope) -> Optional[Scope]:
     return current
 
 
-def _only_handed(name: str, frame: Scope, parents: dict) -> Optional[ast.Call]:
+def _only_handed(name: str, frame: Scope, module) -> Optional[ast.Call]:
     """The first call ``name`` is handed to, when every use of it in ``frame`` is an argument
     of a call (or a call of it); None when it is returned, bound, stored or never handed."""
     handed = None
     for use in ast.walk(frame.node):
         if not (isinstance(use, ast.Name) and use.id == name and isinstance(use.ctx, ast.Load)):
             continue
-        if _enclosing_scope_node(use, parents) is not frame.node:
+        if module.scope_of(use) is not frame:
             return None
-        holder = parents.get(use)
+        holder = module.parents.get(use)
         if isinstance(holder, ast.keyword):
-            holder = parents.get(holder)
+            holder = module.parents.get(holder)
         if not isinstance(holder, ast.Call):
             return None
         if holder.func is not use:
@@ -142,10 +141,3 @@ def _only_handed(name: str, frame: Scope, parents: dict) -> Optional[ast.Call]:
 def _method_of_an_object(call: ast.Call, module) -> bool:
     """``obj.method(...)`` on an object, not on an imported module or a class."""
     return isinstance(call.func, ast.Attribute) and not module_or_class(call.func.value, module)
-
-
-def _enclosing_scope_node(node: ast.AST, parents: dict) -> Optional[ast.AST]:
-    current = parents.get(node)
-    while current is not None and not isinstance(current, SCOPE_NODES):
-        current = parents.get(current)
-    return current

@@ -105,8 +105,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     last_argument = remembers_last_argument(writes, _own)
     if last_argument is not None:
         return Assessment(Confidence.HIGH, last_argument)
+    unread = never_read(hits, writes)
     caught = keeps_caught_exceptions(writes)
-    if caught is not None and never_read(hits, writes) is None:
+    if caught is not None and unread is None:
         return Assessment(Confidence.HIGH, caught)
     if lifetime is Lifetime.PARAM:
         return Assessment(Confidence.LOW, (
@@ -125,10 +126,11 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         # is no registering decorator).
         passed = [_callers_pass_immortals(hit) for hit in writes]
         return Assessment(Confidence.LOW, passed[0]) if all(passed) else Assessment(Confidence.HIGH, state)
-    unread = never_read(hits, writes)
     if lifetime is Lifetime.INSTANCE:
-        if owned or unread:
-            return Assessment(Confidence.HIGH, owned) if owned else Assessment(Confidence.LOW, unread)
+        if owned:
+            return Assessment(Confidence.HIGH, owned)
+        if unread is not None:
+            return Assessment(Confidence.LOW, unread)
         singleton = module_level_instance(_scope(primary), primary.module.index)
         if singleton is not None:
             return Assessment(Confidence.HIGH, (

@@ -37,8 +37,9 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.holders import loop_source_around
 from harness.scan.scopes import Binding, Scope, ScopeKind
-from harness.scan.syntax import SCOPE_NODES, root_of
+from harness.scan.syntax import SCOPE_NODES, assigned_to, root_of
 
 # Methods by which a collection lets an element go.
 _EMPTYING = {"pop", "popleft", "popitem", "remove", "discard", "clear"}
@@ -75,19 +76,11 @@ def frame_holder(sink: ast.AST, obj: ast.expr, container: ast.expr, place) -> Op
 def _collections_holding(sink: ast.AST, obj: ast.Name, place):
     """The names of collections ``obj`` comes from (the loop around the sink iterates one) or
     goes into (``items.append(obj)`` in the sink's function), with how."""
-    parents = place.module.parents
-    current = sink
-    while current is not None and not isinstance(current, SCOPE_NODES):
-        iterable = None
-        if isinstance(current, (ast.For, ast.AsyncFor)) and _binds(current.target, obj.id):
-            iterable = current.iter
-        elif isinstance(current, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            iterable = next((g.iter for g in current.generators if _binds(g.target, obj.id)), None)
-        if iterable is not None:
-            if isinstance(iterable, ast.Name):
-                yield iterable.id, "is an element of"
-            return
-        current = parents.get(current)
+    iterable = loop_source_around(sink, obj.id, place.module.parents)
+    if iterable is not None:
+        if isinstance(iterable, ast.Name):
+            yield iterable.id, "is an element of"
+        return
     for node in ast.walk(place.scope.node):
         if (
             isinstance(node, ast.Call)
@@ -97,10 +90,6 @@ def _collections_holding(sink: ast.AST, obj: ast.Name, place):
             and any(isinstance(a, ast.Name) and a.id == obj.id for a in node.args)
         ):
             yield node.func.value.id, "is added to"
-
-
-def _binds(target: ast.expr, name: str) -> bool:
-    return any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(target))
 
 
 def _keeps_everything(frame: Scope, name: str) -> bool:
@@ -163,9 +152,10 @@ def _captured_together(frame: Scope, registry: str, collection: str) -> bool:
 def creation_held(node: ast.expr, objects: tuple, place) -> Optional[str]:
     """``seen = {id(item) for item in items}``: the same question for a registry built in one
     expression and bound to a local (the registry is the name it is bound to)."""
-    statement = place.module.parents.get(node)
-    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name)):
+    target = assigned_to(node, place.module.parents)
+    if not isinstance(target, ast.Name):
         return None
-    name = ast.Name(id=statement.targets[0].id, ctx=ast.Load())
-    reasons = [frame_holder(node, obj, name, place) for obj in objects]
+    name = ast.Name(id=target.id, ctx=ast.Load())
+    inside = next(ast.iter_child_nodes(node), node)   # the element of a comprehension: its loops are around it
+    reasons = [frame_holder(inside, obj, name, place) for obj in objects]
     return reasons[0] if reasons and all(reasons) else None

@@ -135,7 +135,7 @@ def loop_holder(sink: ast.AST, obj: ast.expr, container: ast.expr, place) -> Opt
     as ``seen``: the tuple holds every object for as long as the registry can be reached."""
     if not isinstance(obj, ast.Name):
         return None
-    iterable = _loop_source(sink, obj.id, place.module.parents)
+    iterable = loop_source_around(sink, obj.id, place.module.parents)
     if not isinstance(iterable, ast.Name):
         return None
     registry_roots = [root_of(alias)[0] for alias in aliases(container, place)]
@@ -156,7 +156,7 @@ def loop_holder(sink: ast.AST, obj: ast.expr, container: ast.expr, place) -> Opt
     )
 
 
-def _loop_source(node: ast.AST, name: str, parents: dict) -> Optional[ast.expr]:
+def loop_source_around(node: ast.AST, name: str, parents: dict) -> Optional[ast.expr]:
     """The iterable of the innermost ``for`` (or comprehension) around ``node`` that binds ``name``."""
     current = parents.get(node)
     while current is not None:

@@ -97,6 +97,14 @@ def parent_map(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return parents
 
 
+def assigned_to(node: ast.AST, parents: dict) -> Optional[ast.expr]:
+    """The one target of ``target = node`` (``seen = {id(x) for x in xs}``: ``seen``), or None."""
+    statement = parents.get(node)
+    if isinstance(statement, ast.Assign) and statement.value is node and len(statement.targets) == 1:
+        return statement.targets[0]
+    return None
+
+
 SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 

@@ -31,7 +31,7 @@ import re
 from typing import Optional
 
 from harness.scan.scopes import Binding
-from harness.scan.syntax import root_of
+from harness.scan.syntax import assigned_to, root_of
 
 # Methods that put entries in or take them out, and return nothing a caller could look in.
 _STORING = {"add", "append", "appendleft", "extend", "extendleft", "insert", "update", "discard", "remove", "pop",
@@ -77,9 +77,7 @@ def _named_container(hit) -> Optional[ast.expr]:
     container = hit.container
     if container is None:
         return None
-    statement = hit.module.parents.get(container)
-    if isinstance(statement, ast.Assign) and statement.value is container and len(statement.targets) == 1:
-        container = statement.targets[0]
+    container = assigned_to(container, hit.module.parents) or container
     if isinstance(container, ast.Name):
         return container
     root, parts = root_of(container)
