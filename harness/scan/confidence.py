@@ -85,9 +85,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             return Assessment(owned.confidence, owned.reason)
         walk = walks_live_objects(_scope(primary), primary.container) if lifetime is Lifetime.INSTANCE else None
         if walk is not None:
-            return Assessment(Confidence.LOW, (
+            return Assessment(Confidence.HIGH, (
                 f"{walk} and looks their ids up in its own attribute, filled elsewhere in the class, which holds "
-                "none of them: whether an entry outlives its object depends on when the walk runs again"
+                "none of them: an object found later on a dead one's address matches its entry"
             ))
         return Assessment(Confidence.LOW, (
             "only lookups are in the scanned files: what is stored, and whether those objects die, cannot be seen"
@@ -150,9 +150,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             ))
         walk = walks_live_objects(_scope(primary), primary.container)
         if walk is not None:
-            return Assessment(Confidence.LOW, (
-                f"{walk} and keeps ids in its own attribute, holding none of those objects: whether an entry "
-                "outlives its object depends on when the walk runs again"
+            return Assessment(Confidence.HIGH, (
+                f"{walk} and keeps ids in its own attribute, holding none of those objects: the registry "
+                "outlives them by design"
             ))
         weak = holds_only_weakly(writes) if checked_by_identity(hits) is None else None
         if weak is not None:

@@ -82,9 +82,9 @@ class Place:
         callers pass, so hashing it hashes their objects."""
         if isinstance(node, ast.Name):
             binding, owner = self.scope.resolve(node.id)
-            arguments = getattr(owner.node, "args", None)
-            catch_all = {a.arg for a in (getattr(arguments, "vararg", None), getattr(arguments, "kwarg", None)) if a}
-            return (node,) if binding in (Binding.PARAM, Binding.CLOSURE) and node.id in catch_all else ()
+            if binding not in (Binding.PARAM, Binding.CLOSURE) or node.id in owner.assigned:
+                return ()
+            return (node,) if node.id in _catch_all(owner.node) else ()
         if isinstance(node, ast.Subscript):
             return self.arbitrary_arguments(node.value)
         if isinstance(node, (ast.Tuple, ast.List)):
@@ -131,6 +131,21 @@ class Place:
         if binding in (Binding.PARAM, Binding.CLOSURE) and owner.bound_param == node.id:
             return owner.class_name
         return None
+
+
+def _catch_all(function: ast.AST) -> set[str]:
+    """``*args`` of ``function``, and its ``**kwargs`` where it hands them on
+    (``func(*args, **kwargs)``): the arguments of whatever its callers call. Keyword
+    arguments a function keeps for itself are options, mostly strings and numbers."""
+    arguments = getattr(function, "args", None)
+    names = {arguments.vararg.arg} if arguments is not None and arguments.vararg is not None else set()
+    kwarg = arguments.kwarg.arg if arguments is not None and arguments.kwarg is not None else None
+    if kwarg is not None and any(
+        isinstance(node, ast.Call) and any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg for k in node.keywords)
+        for node in ast.walk(function)
+    ):
+        names.add(kwarg)
+    return names
 
 
 def _argument_for(call: ast.Call, params: tuple[str, ...], param: str) -> Optional[ast.expr]:
