@@ -40,31 +40,44 @@ Confidence (:mod:`harness.scan.confidence`)
 -------------------------------------------
 A hazard is real when the keyed object can die while its entry lives and a later lookup can
 match a new object. **High**: both halves are seen -- a process-wide container (module
-global, class attribute, a container returned by a ``functools.cache`` function, a closure of
-a function that is installed or returned) keyed by objects callers pass in; an id of the
-owner's own attributes saved on the owner; or ids of the code's own object (``self``, what it
-holds) kept in a container of another object (``lm = current_mode(); lm.cache[id(self)]``);
-or a container in thread-local storage (an attribute made with ``threading.local()``) of an
-object the callers pass, one registry in every function that reaches it by that path; and,
-whatever the owner, ids of exceptions an ``except ... as`` caught (they die when the handler
-ends) and entries that keep their object only through a ``weakref.ref`` no hit calls.
+global, class attribute, a container returned by a ``functools.cache`` function) keyed by
+objects callers pass in; an id of the owner's own attributes saved on the owner; ids of the
+code's own object (``self``, what it holds) kept in a container of an object a getter hands
+out (``lm = current_mode(); lm.cache[id(self)]``); or a container in thread-local storage (an
+attribute made with ``threading.local()``) of an object the callers pass, one registry in
+every function that reaches it by that path; and, whatever the owner, ids of exceptions an
+``except ... as`` caught (they die when the handler ends) and entries that keep their object
+only through a ``weakref.ref`` no hit calls; and a memoising wrapper's store, however its
+container is reached (a captured variable, an attribute of the captured ``self`` filled
+through the cache's own ``get``/``set``): a nested function that calls the function its maker
+was given with its own arguments and keys the result by them, directly or through a key made
+from them (``hash(args)``, a digest of the arguments' hashes, a nested ``make_key(*args)``);
+and a kept closure that stands in for a function its maker was given (it calls that function
+with its own arguments).
 **Low**, with the reason: only lookups are in the scanned files; nothing reads the registry
 at all where every read would be in view (a local, a closure's, a private attribute or module
-global no other scanned file names); a closure's
-keys are objects of the call that made it, not its arguments, or the closure is only handed
-to a method of an object (``model.register_forward_hook(hook)``); the container is the
-caller's (a parameter) or comes from code whose lifetime cannot be seen; it is an attribute
-of an object keyed by objects passed to it (a pickler, a builder, one compile: the owner may
-live for one phase); the keyed objects are the functions a decorator registers and returns,
-members of a module or class namespace, or what every call passes as a module-level function;
-another module-level container holds the object (``handlers[fn] = h`` beside
-``ids.add(id(fn))``); a process-wide entry keyed through the same key factory holds it (a
-pin); the code checks the entry against the object with ``is``; the container is an
-attribute emptied in a ``finally`` (the ids of one ``repr`` or walk); or a stale entry changes
-nothing a user sees: source in ``linecache.cache`` (also under an imported alias), stores
-made only under ``if flag:`` of a parameter defaulting to ``False`` that no scanned call
-passes, a set that only keeps a warning from being repeated, an entry made from objects the
-lookup checks with ``is not`` and made anew when they differ.
+global no other scanned file names); a closure's keys are objects of the call that made it,
+not its arguments, or the closure is only handed to a method of an object
+(``model.register_forward_hook(hook)``); the container is the caller's (a parameter) or comes
+from code whose lifetime cannot be seen; it is an attribute of an object keyed by objects
+passed to it (a pickler, a builder, one compile: the owner may live for one phase); the keyed
+objects are the functions a decorator registers and returns, members of a module or class
+namespace, or what every call passes as a module-level function; another module-level
+container holds the object (``handlers[fn] = h`` beside ``ids.add(id(fn))``); a process-wide
+entry keyed through the same key factory holds it (a pin); the code checks the entry against
+the object with ``is``; a closure is kept (returned, installed) but neither memoises nor
+wraps a function its maker was given; the container belongs to a module-level instance (a
+manager whose users decide how long the keyed objects live); the keys are ids of the code's
+own object (``self``, what it holds) kept in a container of another object the code's object
+was given or built (``self._program.opts[id(self)]``); the call that stores each entry
+removes it again outside a ``finally`` (left only when the work between raises); the
+container is a ``WeakValueDictionary``; every use is in a test module (``test_*.py``,
+``*_test.py``, ``conftest.py``); the container is an attribute emptied in a ``finally`` (the
+ids of one ``repr`` or walk); or a stale entry changes nothing a user sees: source in
+``linecache.cache`` (also under an imported alias), stores made only under ``if flag:`` of a
+parameter defaulting to ``False`` that no scanned call passes, a set that only keeps a
+warning from being repeated, an entry made from objects the lookup checks with ``is not`` and
+made anew when they differ.
 
 Forms for CI
 ------------

@@ -24,8 +24,11 @@ Two shapes keep most such closures to one use, and the scan gives them low confi
   function or a function of an imported module (``register(h)``, ``atexit.register(h)``) may
   keep it for the whole process, so that stays a hazard.
 
-Everything else (returned, installed as an attribute, stored in a container, decorated) stays
-a hazard of high confidence.
+A closure that is kept (returned, installed, stored, decorated) is of high confidence only as a
+memo (:func:`memoising_wrapper`): it calls the function its maker was given with its own
+arguments and keys the result by them, so it is called again and again with objects that come
+and go. Any other kept closure is low: how long it is called, and with which objects, the scan
+cannot follow (hooks and callbacks mostly see objects that live as long as what calls them).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.scopes import Binding, Scope
+from harness.scan.scopes import Binding, Scope, ScopeKind
 from harness.scan.syntax import assigned_to, render, root_of
 from harness.scan.transient import module_or_class
 
@@ -50,7 +53,7 @@ def kept_for_one_use(writes: list) -> Optional[str]:
         makers.add(id(frame))
         scope = hit.module.scope_of(hit.node)
         for obj in hit.key.objects:
-            if _argument_of_nested(obj, scope, frame):
+            if _argument_of_nested(obj, scope, frame, hit.module.parents):
                 from_callers.append((hit, scope, frame))
     if len(makers) != 1:
         return None
@@ -91,15 +94,33 @@ def _maker(hit) -> Optional[Scope]:
     return owner
 
 
-def _argument_of_nested(obj: ast.expr, scope: Scope, frame: Scope) -> bool:
-    """``obj`` is (rooted at) a parameter of a function nested in ``frame``."""
+def _argument_of_nested(obj: ast.expr, scope: Scope, frame: Scope, parents: dict) -> bool:
+    """``obj`` is (rooted at) a parameter of a function nested in ``frame``, or a variable of
+    a comprehension over one (``tuple(id(v) for v in args)``)."""
     node = obj
     while isinstance(node, (ast.Attribute, ast.Subscript)):
         node = node.value
     if not isinstance(node, ast.Name):
         return False
+    source = comprehension_source(node, parents)
+    if source is not None:
+        return _argument_of_nested(source, scope, frame, parents)
     binding, owner = scope.resolve(node.id)
     return binding in (Binding.PARAM, Binding.CLOSURE) and node.id in owner.params and owner is not frame and _inside(owner, frame)
+
+
+def comprehension_source(name: ast.Name, parents: dict) -> Optional[ast.expr]:
+    """The iterable of the comprehension around ``name`` that binds it, or None."""
+    current = parents.get(name)
+    while current is not None and not isinstance(current, ast.stmt):
+        if isinstance(current, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)):
+            for generator in current.generators:
+                if any(node is name for node in ast.walk(generator.iter)):
+                    break   # the iterable itself is read outside the comprehension's names
+                if any(isinstance(t, ast.Name) and t.id == name.id for t in ast.walk(generator.target)):
+                    return generator.iter
+        current = parents.get(current)
+    return None
 
 
 def _inside(scope: Scope, frame: Scope) -> bool:
@@ -141,3 +162,104 @@ def _only_handed(name: str, frame: Scope, module) -> Optional[ast.Call]:
 def _method_of_an_object(call: ast.Call, module) -> bool:
     """``obj.method(...)`` on an object, not on an imported module or a class."""
     return isinstance(call.func, ast.Attribute) and not module_or_class(call.func.value, module)
+
+
+def memoising_wrapper(writes: list) -> Optional[str]:
+    """Why every store is made by a memoising wrapper (a nested function that calls the
+    function its maker was given with its own arguments, keys by those arguments, and is
+    returned or decorated by its maker), or None. Its container, however reached (a captured
+    variable, an attribute of the captured ``self``), is kept as long as the wrapper, while
+    the arguments come and go with each call."""
+    named = None
+    for hit in writes:
+        scope = hit.module.scope_of(hit.node)
+        frame = scope.parent
+        node = scope.node
+        if frame is None or frame.kind is not ScopeKind.FUNCTION or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        if hit.key is None:
+            return None
+        parents = hit.module.parents
+        if hit.key.objects:
+            if not all(_argument_of_nested(obj, scope, frame, parents) for obj in hit.key.objects):
+                return None
+        elif not _made_from_own_arguments(hit, scope):
+            return None
+        wrapped = _wrapped_call(node, scope)
+        if wrapped is None or not (node.decorator_list or _returned_by(node.name, frame.node)):
+            return None
+        named = named or (node.name, wrapped)
+    if named is None:
+        return None
+    name, wrapped = named
+    return (
+        f"{name}() calls {wrapped}(), which its maker was given, with its own arguments and keys the result by "
+        "them: a memo kept as long as the wrapper, while each call's arguments can die after it"
+    )
+
+
+def _made_from_own_arguments(hit, scope: Scope) -> bool:
+    """The key is a local bound once to a call given the function's own parameters
+    (``key = make_key(*args, **kwargs)``): made from the arguments, whatever objects the
+    scan could name in it."""
+    node = hit.node
+    key = node.slice if isinstance(node, ast.Subscript) else node.args[0] if isinstance(node, ast.Call) and node.args else None
+    if not isinstance(key, ast.Name):
+        return False
+    values = scope.values.get(key.id, [])
+    if len(values) != 1 or not isinstance(values[0], ast.Call):
+        return False
+    call = values[0]
+    given = [a.value if isinstance(a, ast.Starred) else a for a in call.args] + [k.value for k in call.keywords]
+    return any(isinstance(a, ast.Name) and a.id in scope.params for a in given)
+
+
+def _wrapped_call(function: ast.AST, scope: Scope) -> Optional[str]:
+    """The name of the function ``function`` calls with its own arguments when that name is
+    a parameter of an enclosing function (``func(*args, **kwargs)``)."""
+    own = set(scope.params)
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+            continue
+        binding, owner = scope.resolve(node.func.id)
+        if binding is not Binding.CLOSURE or owner is scope or node.func.id not in owner.params:
+            continue   # the wrapped function is one an enclosing function was given
+        passed = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
+        passed += [k.value for k in node.keywords]
+        roots = [root_of(a)[0] for a in passed]   # func(X[beg:end]) passes (a part of) X
+        if any(isinstance(r, ast.Name) and r.id in own for r in roots):
+            return node.func.id
+    return None
+
+
+def _returned_by(name: str, maker: ast.AST) -> bool:
+    return any(
+        isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id == name
+        for node in ast.walk(maker)
+    )
+
+
+def wrapper_kept(writes: list) -> Optional[str]:
+    """Why the kept closure that uses this registry wraps a function its maker was given
+    (``def init_fn(module): ...; module = param_init_fn(module)``), or None: such a
+    closure stands in for that function and is called with its callers' objects for as long
+    as it is kept, like a memo."""
+    for hit in writes:
+        frame = _maker(hit)
+        if frame is None:
+            return None
+        root, _ = root_of(assigned_to(hit.container, hit.module.parents) or hit.container)
+        for node in ast.walk(frame.node):
+            if node is frame.node or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            scope = hit.module.scopes.get(node)
+            if scope is None or scope.parent is not frame:
+                continue
+            uses = any(isinstance(n, ast.Name) and n.id == getattr(root, "id", None) for n in ast.walk(node))
+            wrapped = _wrapped_call(node, scope) if uses else None
+            if wrapped is not None:
+                return (
+                    f"the container is captured by {node.name}(), which is kept and calls {wrapped}(), the function "
+                    f"{frame.name}() was given, with its callers' objects"
+                )
+    return None

@@ -25,8 +25,11 @@ from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.blockvars import reset_per_block
 from harness.scan.caught import keeps_caught_exceptions
-from harness.scan.closures import kept_for_one_use
+from harness.scan.closures import kept_for_one_use, memoising_wrapper, wrapper_kept
 from harness.scan.compared import checked_by_identity
+from harness.scan.owned import owned_keys_elsewhere
+from harness.scan.pins import Pin, pinned_by_factory
+from harness.scan.removedlater import removed_by_the_same_call
 from harness.scan.factories import closure_made_per_call
 from harness.scan.finding import Confidence
 from harness.scan.getters import keyed_by_getters
@@ -42,27 +45,17 @@ from harness.scan.unread import never_read
 from harness.scan.uses import harmless_staleness
 from harness.scan.verdict import Lifetime
 from harness.scan.weakvalue import holds_only_weakly
+from harness.scan.weakvalued import weak_valued
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
 
 # Containers that live for the whole process (or as long as an installed function).
-_PROCESS_WIDE = {Lifetime.MODULE, Lifetime.CLASS, Lifetime.GLOBAL_OBJECT, Lifetime.CLOSURE}
 
 
 @dataclasses.dataclass(frozen=True)
 class Assessment:
     confidence: Confidence
     reason: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Pin:
-    """A store that holds its object in a process-wide container, keyed through ``factory``
-    (the key factory its key comes from): every key that factory (or one built on it) makes
-    names an object that cannot die while that container holds it."""
-
-    factory: str
-    where: str
 
 
 def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[str]]) -> Assessment:
@@ -73,7 +66,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     writes = [hit for hit in hits if hit.use in (Use.STORE, Use.SAVED, Use.CACHED)]
     primary = writes[0] if writes else hits[0]
     lifetime = primary.verdict.lifetime
-    owned = _owned_keys_elsewhere(hits)
+    owned = owned_keys_elsewhere(hits, _all_own, bound_param)
 
     per_block = reset_per_block(hits)
     if per_block is not None:
@@ -83,13 +76,13 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "the id is written into a file name, a name registered with the process or an identifier made of the "
             "mapping that holds it, which outlive every object"
         ))
-    harmless = harmless_staleness(hits, writes) or only_in_tests(hits)
+    harmless = harmless_staleness(hits, writes) or only_in_tests(hits) or weak_valued(primary)
     if harmless is not None:
         return Assessment(Confidence.LOW, harmless)
 
     if not writes:
         if owned:
-            return Assessment(Confidence.HIGH, owned)
+            return Assessment(owned.confidence, owned.reason)
         walk = walks_live_objects(_scope(primary), primary.container) if lifetime is Lifetime.INSTANCE else None
         if walk is not None:
             return Assessment(Confidence.HIGH, (
@@ -102,6 +95,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     saved = [saved_first(hit) for hit in writes]
     if all(saved):
         return Assessment(Confidence.LOW, f"{saved[0]}: the object cannot die while its entries exist")
+    removed = removed_by_the_same_call(writes)
+    if removed is not None:
+        return Assessment(Confidence.LOW, removed)
     last_argument = remembers_last_argument(writes, _own)
     if last_argument is not None:
         return Assessment(Confidence.HIGH, last_argument)
@@ -115,7 +111,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         ))
     if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
-            return Assessment(Confidence.HIGH, owned)
+            return Assessment(owned.confidence, owned.reason)
         state = module_state_getter(primary)
         if state is None:
             return Assessment(Confidence.LOW, (
@@ -128,13 +124,15 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         return Assessment(Confidence.LOW, passed[0]) if all(passed) else Assessment(Confidence.HIGH, state)
     if lifetime is Lifetime.INSTANCE:
         if owned:
-            return Assessment(Confidence.HIGH, owned)
+            return Assessment(owned.confidence, owned.reason)
         if unread is not None:
             return Assessment(Confidence.LOW, unread)
         singleton = module_level_instance(_scope(primary), primary.module.index)
         if singleton is not None:
-            return Assessment(Confidence.HIGH, (
-                f"the container belongs to a module-level instance ({singleton}), which lives for the whole process"
+            return Assessment(Confidence.LOW, (
+                f"the container belongs to a module-level instance ({singleton}), which lives for the whole process, "
+                "keyed by objects passed to it: whether they die first depends on that manager's users, which the "
+                "scan cannot follow"
             ))
         wrapper = wrapping_call(_scope(primary))
         if wrapper is not None:
@@ -142,6 +140,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
                 f"{wrapper} calls the function its instance wraps, keyed by the arguments: a decorator's cache, "
                 "which lives as long as the decorated function while the arguments come and go"
             ))
+        memo = memoising_wrapper(writes)
+        if memo is not None:
+            return Assessment(Confidence.HIGH, memo)
         saved_own = [hit for hit in writes if hit.use is Use.SAVED and _all_own(hit)]
         if saved_own:
             return Assessment(Confidence.HIGH, (
@@ -189,7 +190,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     held = [_held_beside(hit) for hit in writes]
     if all(held):
         return Assessment(Confidence.LOW, f"{held[0]}: the object cannot die while that entry exists")
-    pinned = [_pinned(hit, pins, factory_bases) for hit in writes]
+    pinned = [pinned_by_factory(hit, pins, factory_bases) for hit in writes]
     if all(pinned):
         return Assessment(Confidence.LOW, pinned[0])
     per_call = [closure_made_per_call(hit) for hit in writes] if lifetime is Lifetime.CLOSURE else [None]
@@ -201,8 +202,12 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         one_use = kept_for_one_use(writes)
         if one_use is not None:
             return Assessment(Confidence.LOW, one_use)
-        return Assessment(Confidence.HIGH, (
-            "the container is captured by a function that is installed or kept, and the keyed objects come from callers"
+        memo = memoising_wrapper(writes) or wrapper_kept(writes)
+        if memo is not None:
+            return Assessment(Confidence.HIGH, memo)
+        return Assessment(Confidence.LOW, (
+            "the container is captured by a function that is installed or kept, but not as a memo of its callers' "
+            "arguments: how long it is called, and with which objects, the scan cannot follow"
         ))
     if "thread-local storage" in primary.verdict.reason:
         return Assessment(Confidence.HIGH, "the container is kept in thread-local storage across calls, and the keyed objects come from callers")
@@ -288,32 +293,6 @@ def _binds(target: ast.expr, name: str) -> bool:
 
 def _all_own(hit) -> bool:
     return hit.key is not None and bool(hit.key.objects) and all(_own(obj, hit) for obj in hit.key.objects)
-
-
-def _owned_keys_elsewhere(hits: list) -> Optional[str]:
-    """The keys are ids of the method's own objects and the container belongs to another
-    object (``lm = current_mode(); lm.cache[id(self)]``, ``self.env.cache[(id(src), s)]`` with
-    ``src`` from ``self.sources``): when the owner (or what it holds) is replaced, the other
-    object keeps the entry."""
-    for hit in hits:
-        if hit.container is None or not _all_own(hit):
-            return None
-        root, parts = root_of(hit.container)
-        if not isinstance(root, ast.Name):
-            return None
-        scope = _scope(hit)
-        binding, _ = scope.resolve(root.id)
-        if root.id == bound_param(scope):
-            attributes = parts[: parts.index("[]")] if "[]" in parts else parts
-            if len(attributes) < 2:
-                return None      # self.cache: the owner's own container dies with it
-        elif binding is Binding.PARAM:
-            return None          # a container the caller brings for the call
-    shown = ", ".join(dict.fromkeys(render(obj) for hit in hits for obj in hit.key.objects))
-    return (
-        f"the keys are ids of {shown}, which the code's own object holds, while the container belongs to another "
-        "object that outlives it"
-    )
 
 
 def _registered_functions(hit) -> bool:
@@ -444,44 +423,3 @@ def _mentions(expr: ast.expr, obj: ast.expr) -> bool:
     if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
         return any(render(element) == shown for element in expr.elts)
     return render(expr) == shown
-
-
-def _pinned(hit, pins: dict[str, Pin], factory_bases: dict[str, set[str]]) -> Optional[str]:
-    factory = factory_of(hit)
-    if factory is None:
-        return None
-    for base in factory_bases.get(factory, {factory}):
-        pin = pins.get(base)
-        if pin is not None:
-            return (
-                f"the keys come from {factory}(), built on {base}(); {pin.where} keeps each such object in a "
-                "process-wide entry, so its address cannot be reused while these entries exist"
-            )
-    return None
-
-
-def factory_of(hit) -> Optional[str]:
-    """The last name of the key factory a hit's key was made by (``get_key`` for
-    ``cls.get_key(a, b)``), or None when the key is not a factory call."""
-    if hit.key is None:
-        return None
-    text = hit.key.text
-    head = text.split("(", 1)[0]
-    if "(" not in text or not head.replace(".", "").replace("_", "").isalnum() or head in ("id", "hash", "str", "hex", "format", "tuple", "frozenset", "list", "set"):
-        return None
-    return head.rsplit(".", 1)[-1]
-
-
-def find_pins(judged: Iterable) -> dict[str, Pin]:
-    """Safe stores into process-wide containers whose entries hold the keyed object, by the
-    key factory their keys come from."""
-    pins: dict[str, Pin] = {}
-    for item in judged:
-        hit = item.hit
-        if hit.use is not Use.STORE or hit.kept_alive is None or hit.verdict.lifetime not in _PROCESS_WIDE:
-            continue
-        factory = factory_of(hit)
-        if factory is not None:
-            line = getattr(hit.node, "lineno", 1)
-            pins.setdefault(factory, Pin(factory, f"{render(hit.container)} ({hit.module.path}:{line})"))
-    return pins

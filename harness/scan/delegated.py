@@ -14,10 +14,12 @@ import ast
 import dataclasses
 from typing import Optional
 
+from harness.scan.hits import Use, code_for
 from harness.scan.syntax import callee_name, render, walk_same_scope
 
 _KEYED_STORES = {"setdefault", "__setitem__"}
 _ELEMENT_STORES = {"add", "append", "appendleft"}
+_KEYED_READS = {"get", "__getitem__", "__contains__"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,12 +32,22 @@ class ParamStore:
     sink: str          # "mapping" or "element"
 
 
-def param_stores(function: ast.AST, param: str) -> list[ParamStore]:
-    """Where ``function`` stores its parameter ``param`` (never rebound in it) as a key."""
+# How many calls deep a key parameter is followed (``set(k, v)`` calling ``self._set(k, v)``).
+MAX_DELEGATION = 3
+
+
+def param_stores(function: ast.AST, param: str, module=None, depth: int = 0) -> list[ParamStore]:
+    """Where ``function`` stores its parameter ``param`` (never rebound in it) as a key,
+    itself or through functions of ``module`` it hands the parameter to (the value of such a
+    store is not followed: None)."""
     nodes = list(walk_same_scope(function))
     if any(isinstance(n, ast.Name) and n.id == param and not isinstance(n.ctx, ast.Load) for n in nodes):
         return []
-    found = []
+    found = [
+        dataclasses.replace(store, value=None)
+        for callee, inner in _handed_on(function, nodes, param, module, depth)
+        for store in param_stores(callee, inner, module, depth + 1)
+    ]
     for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -47,6 +59,61 @@ def param_stores(function: ast.AST, param: str) -> list[ParamStore]:
             elif node.func.attr in _ELEMENT_STORES:
                 found.append(ParamStore(node, node.func.value, None, "element"))
     return found
+
+
+def param_reads(function: ast.AST, param: str, module=None, depth: int = 0) -> list[ParamStore]:
+    """Where ``function`` looks its parameter ``param`` (never rebound in it) up as a key:
+    ``container[param]``, ``container.get(param)``, ``param in container``; itself or through
+    functions of ``module`` it hands the parameter to."""
+    nodes = list(walk_same_scope(function))
+    if any(isinstance(n, ast.Name) and n.id == param and not isinstance(n.ctx, ast.Load) for n in nodes):
+        return []
+    found = [
+        read
+        for callee, inner in _handed_on(function, nodes, param, module, depth)
+        for read in param_reads(callee, inner, module, depth + 1)
+    ]
+    for node in nodes:
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is(node.slice, param):
+            found.append(ParamStore(node, node.value, None, "mapping"))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args and _is(node.args[0], param):
+            if node.func.attr in _KEYED_READS:
+                found.append(ParamStore(node, node.func.value, None, "mapping"))
+        elif isinstance(node, ast.Compare) and _is(node.left, param) and isinstance(node.ops[0], (ast.In, ast.NotIn)):
+            found.append(ParamStore(node, node.comparators[0], None, "membership"))
+    return found
+
+
+def _handed_on(function: ast.AST, nodes: list, param: str, module, depth: int) -> list[tuple[ast.AST, str]]:
+    """``(callee, its parameter)`` for every call among ``nodes`` of a function of ``module``
+    that is given ``param`` as an argument (``self._set(key, value)``)."""
+    if module is None or depth >= MAX_DELEGATION:
+        return []
+    handed = []
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            continue
+        qualified = module.callee_qualname(node, module.scope_of(node))
+        callee = module.functions.get(qualified) if qualified else None
+        if callee is None or callee is function:
+            continue
+        scope = module.scopes[callee]
+        params = [p for p in scope.params if p != scope.bound_param]
+        handed += [(callee, inner) for inner, argument in passed(node, params) if _is(argument, param)]
+    return handed
+
+
+def _one_per_container(uses: list[ParamStore]) -> list[ParamStore]:
+    """The first use of each container and sink (a key reaching ``self._cache`` along
+    several calls is one store, or one read, at the call that hands it on)."""
+    seen = set()
+    kept = []
+    for use in uses:
+        mark = (render(use.container), use.sink)
+        if mark not in seen:
+            seen.add(mark)
+            kept.append(use)
+    return kept
 
 
 def _is(node: ast.AST, name: str) -> bool:
@@ -74,9 +141,8 @@ class IndirectStores:
         parameter: a store at the call, into the callee's container (:mod:`harness.scan.delegated`)."""
         if not call.args and not call.keywords:
             return
-        qualified = self.module.callee_qualname(call, self.place.scope)
-        function = self.module.functions.get(qualified) if qualified else None
-        if function is None or qualified in self.module.cached_functions or function is self.place.scope.node:
+        function = self.own_function(call)
+        if function is None:
             return
         callee = self.module.scopes[function]
         params = [p for p in callee.params if p != callee.bound_param]
@@ -85,12 +151,38 @@ class IndirectStores:
             key = self.reader.key(argument)
             if key is None:
                 continue
-            for store in param_stores(function, param):
+            for store in _one_per_container(param_stores(function, param, self.module)):
                 value = dict(arguments).get(store.value.id) if isinstance(store.value, ast.Name) else None
                 verdict = self.judge.container(store.container, self.place.at(callee))
                 line = getattr(store.node, "lineno", "?")
                 verdict = dataclasses.replace(verdict, reason=f"{render(call.func)}() stores it in {render(store.container)} (line {line}): {verdict.reason}")
                 self._store(call, store.container, key, argument, None, also_holding=value, sink=store.sink, verdict=verdict)
+
+    def own_function(self, call: ast.Call) -> Optional[ast.AST]:
+        """The function of this module that ``call`` runs (``self.get(k)`` of a class that
+        defines ``get``), or None."""
+        qualified = self.module.callee_qualname(call, self.place.scope)
+        function = self.module.functions.get(qualified) if qualified else None
+        if function is None or qualified in self.module.cached_functions or function is self.place.scope.node:
+            return None
+        return function
+
+    def _delegated_read(self, call: ast.Call) -> None:
+        """``self.get(id(obj))`` where this module's ``get`` looks its key parameter up in
+        ``self._data``: a read at the call, of the callee's container."""
+        function = self.own_function(call)
+        if function is None or not (call.args or call.keywords):
+            return
+        callee = self.module.scopes[function]
+        params = [p for p in callee.params if p != callee.bound_param]
+        for param, argument in passed(call, params):
+            key = self.reader.key(argument)
+            if key is None:
+                continue
+            for read in _one_per_container(param_reads(function, param, self.module)):
+                verdict = self.judge.container(read.container, self.place.at(callee))
+                self._hit(call, code_for(key, read.sink), self._subject(call, key), Use.READ, verdict,
+                          container=read.container, key=key, sink=read.sink)
 
     def _update(self, call: ast.Call, receiver: ast.expr, argument: ast.expr) -> None:
         """``d.update([(id(x), v)])``, ``d.update((id(x), v) for x in xs)``,

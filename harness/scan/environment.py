@@ -8,11 +8,15 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.facts import IDENTITY_HASHED_ANNOTATIONS, Factory, ModuleFacts
+from harness.scan.facts import IDENTITY_HASHED_ANNOTATIONS, Factory, ModuleFacts, nested_factory_name
 from harness.scan.flow import FlowState
 from harness.scan.keys import CollectionFacts, KeyFacts, KeyReader
 from harness.scan.scopes import Binding, Scope
 from harness.scan.syntax import dotted, render
+
+
+# Annotations that let a caller pass any object.
+_ANY_OBJECT = {"Any", "object", "Hashable"}
 
 
 class Place:
@@ -24,6 +28,9 @@ class Place:
         self.flow = flow
         self.factories = factories
         self.reader = KeyReader(self)
+        # While key factories are sought: hash() of a parameter a caller may pass anything
+        # for is that argument's identity hash when the argument is a plain instance.
+        self.seeking_factories = False
 
     def at(self, scope: Scope, flow: Optional[FlowState] = None) -> "Place":
         return Place(self.module, scope, flow or FlowState(), self.factories)
@@ -54,6 +61,10 @@ class Place:
         binding, owner = self.scope.resolve(node.id)
         if owner.bound_param == node.id and binding in (Binding.PARAM, Binding.CLOSURE) and not owner.binds_class:
             return self.module.identity_hashed_class(owner.class_name)
+        if self.seeking_factories and binding is Binding.PARAM and owner.bound_param != node.id:
+            annotation = dotted(owner.annotations[node.id]) if node.id in owner.annotations else "Any"
+            if (annotation or "").split(".")[-1] in _ANY_OBJECT:
+                return True
         if binding is Binding.PARAM and node.id in owner.annotations:
             annotation = dotted(owner.annotations[node.id]) or ""
             tail = annotation.split(".")[-1]
@@ -64,6 +75,27 @@ class Place:
             values = owner.values.get(node.id, [])
             return bool(values) and all(self._makes_identity_hashed(value) for value in values)
         return False
+
+    def arbitrary_arguments(self, node: ast.expr) -> tuple[ast.expr, ...]:
+        """The ``*args``/``**kwargs`` parameters ``node`` is built of (``args``,
+        ``tuple(args)``, ``(args, frozenset(kwargs.items()))``, ``args[0]``): whatever
+        callers pass, so hashing it hashes their objects."""
+        if isinstance(node, ast.Name):
+            binding, owner = self.scope.resolve(node.id)
+            if binding not in (Binding.PARAM, Binding.CLOSURE) or node.id in owner.assigned:
+                return ()
+            return (node,) if node.id in _catch_all(owner.node) else ()
+        if isinstance(node, ast.Subscript):
+            return self.arbitrary_arguments(node.value)
+        if isinstance(node, (ast.Tuple, ast.List)):
+            return tuple(found for element in node.elts for found in self.arbitrary_arguments(element))
+        if isinstance(node, ast.Call) and len(node.args) <= 1 and not node.keywords:
+            func = node.func
+            if isinstance(func, ast.Name) and func.id in ("tuple", "frozenset", "list", "sorted") and node.args:
+                return self.arbitrary_arguments(node.args[0])
+            if isinstance(func, ast.Attribute) and func.attr in ("items", "values") and not node.args:
+                return self.arbitrary_arguments(func.value)
+        return ()
 
     def _makes_identity_hashed(self, value: Optional[ast.expr]) -> bool:
         if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
@@ -76,6 +108,10 @@ class Place:
     def key_from_factory(self, call: ast.Call) -> Optional[KeyFacts]:
         qualified = self.module.callee_qualname(call, self.scope)
         factory = self.factories.get(qualified) if qualified else None
+        if isinstance(call.func, ast.Name):
+            binding, owner = self.scope.resolve(call.func.id)
+            if binding in (Binding.LOCAL, Binding.CLOSURE):
+                factory = self.factories.get(nested_factory_name(self.module, owner, call.func.id))
         if factory is None:
             return None
         objects = []
@@ -95,6 +131,21 @@ class Place:
         if binding in (Binding.PARAM, Binding.CLOSURE) and owner.bound_param == node.id:
             return owner.class_name
         return None
+
+
+def _catch_all(function: ast.AST) -> set[str]:
+    """``*args`` of ``function``, and its ``**kwargs`` where it hands them on
+    (``func(*args, **kwargs)``): the arguments of whatever its callers call. Keyword
+    arguments a function keeps for itself are options, mostly strings and numbers."""
+    arguments = getattr(function, "args", None)
+    names = {arguments.vararg.arg} if arguments is not None and arguments.vararg is not None else set()
+    kwarg = arguments.kwarg.arg if arguments is not None and arguments.kwarg is not None else None
+    if kwarg is not None and any(
+        isinstance(node, ast.Call) and any(k.arg is None and isinstance(k.value, ast.Name) and k.value.id == kwarg for k in node.keywords)
+        for node in ast.walk(function)
+    ):
+        names.add(kwarg)
+    return names
 
 
 def _argument_for(call: ast.Call, params: tuple[str, ...], param: str) -> Optional[ast.expr]:

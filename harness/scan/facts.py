@@ -212,26 +212,51 @@ def find_factories(modules: list[ModuleFacts], place_for) -> dict[str, Factory]:
                 node = scope.node
                 if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
-                if scope.parent is None or scope.parent.kind not in (ScopeKind.MODULE, ScopeKind.CLASS):
+                if scope.parent is None:
                     continue
-                qualified = f"{scope.class_name}.{node.name}" if scope.class_name else node.name
+                qualified = factory_name(module, scope)
                 if qualified in factories:
                     continue
                 flow = FlowState()
                 place = place_for(module, scope, flow, factories)
+                place.seeking_factories = True
                 facts = _returned_key(node.body, place, flow)
                 if facts is None:
                     continue
                 params = tuple(p for p in scope.params if p != scope.bound_param)
-                object_params = tuple(
-                    obj.id for obj in facts.objects if isinstance(obj, ast.Name) and obj.id in params
-                )
+                object_params = tuple(dict.fromkeys(
+                    root.id for root in map(_root_name, facts.objects) if root is not None and root.id in params
+                ))
                 factories[qualified] = Factory(
                     qualified, facts.kind, params, object_params, facts.text, f"{module.path}:{node.lineno}"
                 )
         if len(factories) == before:
             break
     return factories
+
+
+def _root_name(obj: ast.expr) -> Optional[ast.Name]:
+    """``target`` for ``target``, ``target.__self__`` or ``target[0]``: the key stands for
+    (a part of) what the caller passed as ``target``."""
+    while isinstance(obj, (ast.Attribute, ast.Subscript)):
+        obj = obj.value
+    return obj if isinstance(obj, ast.Name) else None
+
+
+def factory_name(module: ModuleFacts, scope: Scope) -> str:
+    """The name a function is found by as a key factory: ``Class.method`` or ``function``
+    at module level; a function nested in another is named by its place (see
+    :func:`nested_factory_name`)."""
+    if scope.parent.kind in (ScopeKind.MODULE, ScopeKind.CLASS):
+        return f"{scope.class_name}.{scope.node.name}" if scope.class_name else scope.node.name
+    return nested_factory_name(module, scope.parent, scope.node.name)
+
+
+def nested_factory_name(module: ModuleFacts, enclosing: Scope, name: str) -> str:
+    """``def make_key(*args): return tuple(id(a) for a in args)`` inside a decorator is
+    called by its name only within that decorator, so it is known by file, line of the
+    enclosing function and name."""
+    return f"{module.path}:{getattr(enclosing.node, 'lineno', 0)}:{name}"
 
 
 def statements_in_order(body: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -75,9 +75,15 @@ class Finalizers:
         """``weakref.finalize(arg, cache.pop, key, None)`` for each object of the key (a
         loop over the arguments the key is made of): the line of such a finalizer that runs
         whenever the sink does and pops this very key from this container, or None."""
+        pop = f"{render(container)}.pop"
+        for node in self._function_nodes():
+            # weakref.ref(self, lambda ref, key=key: registry.pop(key, None)): the callback
+            # pops from this very container when the referent dies
+            name = dotted(node.func) if isinstance(node, ast.Call) else None
+            if name in ("weakref.ref", "ref") and len(node.args) >= 2 and pop in render(node.args[1]) and self._runs_with(node, sink):
+                return node.lineno
         if key_node is None:
             return None
-        pop = f"{render(container)}.pop"
         for node in self._function_nodes():
             if not (isinstance(node, ast.Call) and (dotted(node.func) or "").endswith("finalize") and len(node.args) >= 3):
                 continue
@@ -87,6 +93,27 @@ class Finalizers:
             loop = self.module.parents.get(statement)
             if self._runs_with(node, sink) or (isinstance(loop, ast.For) and self._runs_with(loop, sink)):
                 return node.lineno
+        return None
+
+    def _pruned_in_del(self, container: ast.expr) -> Optional[int]:
+        """The line of ``__del__`` of the class this method belongs to, when it removes
+        entries from this container (``WORLD_OBJECTS.pop(hex(id(self)), None)``): the entry
+        goes when the object dies, before its address can be reused."""
+        scope = self.place.scope
+        while scope is not None and not scope.class_name:
+            scope = scope.parent
+        if scope is None or scope.parent is None:
+            return None
+        shown = render(container)
+        for method in scope.parent.node.body:
+            if not (isinstance(method, ast.FunctionDef) and method.name == "__del__"):
+                continue
+            for node in ast.walk(method):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("pop", "__delitem__"):
+                    if render(node.func.value) == shown:
+                        return method.lineno
+                if isinstance(node, ast.Delete) and any(isinstance(t, ast.Subscript) and render(t.value) == shown for t in node.targets):
+                    return method.lineno
         return None
 
     def _once_per_key(self, node: ast.AST, sink: ast.AST) -> bool:

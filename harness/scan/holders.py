@@ -81,6 +81,8 @@ def immortal(obj: ast.expr, place) -> Optional[str]:
                 return None   # config.graph where some file sets x.graph = ...: replaced, so it can die
             return f"{render(obj)} is an attribute of the imported module {root.id}, which lives for the whole process"
         return None
+    if isinstance(obj, ast.Constant) and (obj.value is None or isinstance(obj.value, (bool, type(Ellipsis)))):
+        return f"{render(obj)} is a singleton of the interpreter, which lives for the whole process"
     if not isinstance(obj, ast.Name):
         return None
     binding, owner = place.scope.resolve(obj.id)

@@ -41,10 +41,13 @@ class KeepAlive(Finalizers):
         A finalizer or a second holder counts only when it runs whenever the sink does: it
         sits in the sink's own block or in a block around it (not in a branch beside it).
         """
+        deleted = self._pruned_in_del(container)
+        if deleted is not None:
+            return f"__del__ (line {deleted}) removes the entry when the object dies, before its address can be reused"
         if not key.objects:
             line = self._finalizer_popping(sink, container, key_node)
             return None if line is None else (
-                f"a weakref.finalize (line {line}) pops the entry when an object of its key dies, before the address can be reused"
+                f"a weakref.finalize or weakref callback (line {line}) pops the entry when an object of its key dies, before the address can be reused"
             )
         flow = self.place.flow
         reasons = []

@@ -70,6 +70,8 @@ class KeyEnvironment(Protocol):
 
     def is_identity_hashed(self, node: ast.expr) -> bool: ...
 
+    def arbitrary_arguments(self, node: ast.expr) -> tuple[ast.expr, ...]: ...
+
     def key_from_factory(self, call: ast.Call) -> Optional[KeyFacts]: ...
 
 
@@ -78,6 +80,9 @@ _KEY_FORMATTERS = {"str", "hex", "oct", "bin", "repr", "format"}
 # Calls that build a composite key from an iterable of ids: tuple(id(x) for x in xs).
 _SEQUENCE_KEY_BUILDERS = {"tuple", "frozenset"}
 _SET_BUILDERS = {"set", "frozenset"}
+# Digests of a key (hashlib's constructors, and the methods that encode or finish one).
+_DIGESTS = {"md5", "sha1", "sha224", "sha256", "sha384", "sha512", "blake2b", "blake2s", "crc32", "adler32", "xxh64", "xxh3_64"}
+_DIGEST_METHODS = {"encode", "hexdigest", "digest", "intdigest"}
 # How many nested parts a key is read through (``(id(a), (id(b), n))`` is three).
 MAX_KEY_DEPTH = 48
 _LIST_BUILDERS = {"list", "sorted", "tuple"}
@@ -135,6 +140,11 @@ class KeyReader:
             target = call.args[0]
             if self.env.is_identity_hashed(target):
                 return KeyFacts(KeyKind.HASH, (target,), f"hash({render(target)})")
+            passed = self.env.arbitrary_arguments(target)
+            if passed:
+                # hash(args) of a function taking *args: any object a caller passes, and a
+                # plain instance hashes by its address.
+                return KeyFacts(KeyKind.HASH, passed, f"hash({render(target)})")
             return None
         if isinstance(call.func, ast.Name) and name in _KEY_FORMATTERS and call.args:
             return self._combine(list(call.args), call)
@@ -148,6 +158,11 @@ class KeyReader:
                 if source is not None:
                     return KeyFacts(KeyKind.COMPOSITE, source.objects, render(call))
             return self._combine(list(call.args), call) if (dotted(call.func) or "").endswith("path.join") else None
+        if isinstance(call.func, ast.Attribute) and name in _DIGEST_METHODS and not call.args:
+            # hashlib.md5(key.encode()).hexdigest(): a digest of a key is that key, shorter
+            return self._combine([call.func.value], call)
+        if name in _DIGESTS and call.args and not isinstance(call.args[0], ast.Starred):
+            return self._combine([call.args[0]], call)
         if isinstance(call.func, ast.Name) and name in _SEQUENCE_KEY_BUILDERS and len(call.args) == 1:
             source = self.id_source(call.args[0])
             if source is not None:

@@ -20,7 +20,8 @@ from typing import Optional
 
 from harness.scan import advice
 from harness.scan.analyzer import Hit, Use
-from harness.scan.confidence import assess, bound_param, find_pins, loop_source
+from harness.scan.confidence import assess, bound_param, loop_source
+from harness.scan.pins import find_pins
 from harness.scan.finding import Finding, RegistryFinding, Severity
 from harness.scan.verdict import Lifetime
 from harness.scan.resets import Clear, Prune, bounding
@@ -203,7 +204,10 @@ def group(findings: list[Finding], judged: list[Judged], factory_bases: Optional
     hit_of: dict[tuple, Judged] = {}
     for item in judged:
         hit = item.hit
-        hit_of[(hit.module.path, getattr(hit.node, "lineno", 1), getattr(hit.node, "col_offset", 0) + 1, hit.code)] = item
+        # one call can use several registries (``self.set(k, v)`` storing into two of the
+        # instance's dicts): a use is known by its place, registry and role
+        place = (hit.module.path, getattr(hit.node, "lineno", 1), getattr(hit.node, "col_offset", 0) + 1, hit.code)
+        hit_of[(*place, registry_key(hit)[0], _ROLE[hit.use])] = item
     groups: dict[tuple, list[Finding]] = collections.defaultdict(list)
     alone: list[RegistryFinding] = []
     for finding in findings:
@@ -216,7 +220,7 @@ def group(findings: list[Finding], judged: list[Judged], factory_bases: Optional
         # one finding per registry: a hazard if any use is one (its safe uses listed with it)
         severity = Severity.HAZARD if any(u.severity is Severity.HAZARD for u in uses) else uses[0].severity
         uses.sort(key=Finding.sort_key)
-        items = [hit_of.get((u.path, u.line, u.col, u.code)) for u in uses]
+        items = [hit_of.get((u.path, u.line, u.col, u.code, u.registry, u.role)) for u in uses]
         items = [i for i in items if i is not None]
         name = registry_key(items[0].hit)[1] if items else key
         finding = _registry_finding(name, severity, uses, items)

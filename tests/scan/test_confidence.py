@@ -4,7 +4,7 @@ everywhere, or nowhere, fails here.
 
 Reproduce: python -m harness scan --all --hazards-only tests/scan/fixtures/confidence.py
 (and fixtures/confidence_uses.py: the rules that read how an entry is used or how long its
-container lasts within a call)
+container lasts within a call; fixtures/memoisers.py: memoising decorators)
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ EXPECTED = {
     "_LOOKED_UP": (Confidence.LOW, "only lookups"),
     "table in fill()": (Confidence.LOW, "caller's"),
     "Pickler.memo": (Confidence.LOW, "one phase"),
-    "Registry.entries": (Confidence.HIGH, "module-level instance"),
+    "Registry.entries": (Confidence.LOW, "module-level instance"),
     "Layer.key": (Confidence.HIGH, "replaces"),
-    "Mode.cache": (Confidence.HIGH, "another object"),
+    "Mode.cache": (Confidence.HIGH, "handed out by current_mode()"),
     "_REGISTERED": (Confidence.LOW, "decorator"),
     "SEEN_ARGS": (Confidence.HIGH, "whole process"),
     "_MATH_IDS": (Confidence.LOW, "namespace"),
@@ -60,9 +60,9 @@ EXPECTED = {
     "Collector.names": (Confidence.LOW, "one phase"),
     "Collector.saved": (Confidence.LOW, "only lookups"),
     "cache in _memoize_by_id()": (Confidence.LOW, "every caller keeps it in a local"),
-    "cache in _memoize_kept()": (Confidence.HIGH, "installed or kept"),
+    "cache in _memoize_kept()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "FROZEN_IDS": (Confidence.LOW, "reset in a finally"),
-    "SEEN_IDS": (Confidence.HIGH, "another object"),
+    "SEEN_IDS": (Confidence.LOW, "another object"),
     "config_kwargs in config_identifier()": (Confidence.HIGH, "identifier made of the mapping"),
     "settings in config_description()": (Confidence.LOW, "caller's"),
 }
@@ -74,11 +74,11 @@ EXPECTED_USES = {
     "REPR_CONTEXT.seen": (Confidence.LOW, "emptied in a finally"),
     "REPR_CONTEXT.stats": (Confidence.HIGH, "whole process"),
     "Graph.nodes": (Confidence.LOW, "one phase"),
-    "table in Graph.hook_table()": (Confidence.HIGH, "installed or kept"),
+    "table in Graph.hook_table()": (Confidence.LOW, "installed or kept, but not as a memo"),
     "source_lines": (Confidence.LOW, "traceback"),
     "_OWN_SOURCES": (Confidence.HIGH, "whole process"),
     "Pool._acquired": (Confidence.LOW, "is_debug (default False)"),
-    "Pool._traced": (Confidence.HIGH, "module-level instance"),
+    "Pool._traced": (Confidence.LOW, "module-level instance"),
     "_WARNED": (Confidence.LOW, "warning"),
     "_PATCHED": (Confidence.HIGH, "whole process"),
     "_local.torch['loss_mapping'] (thread-local)": (Confidence.HIGH, "thread-local storage"),
@@ -86,22 +86,55 @@ EXPECTED_USES = {
     "Patches._helpers": (Confidence.LOW, "what a new one would be"),
     "Patches._unchecked": (Confidence.HIGH, "whole process"),
     "REPR_CONTEXT.stats_once": (Confidence.LOW, "emptied in a finally"),
-    "REPR_CONTEXT.stats_kept": (Confidence.HIGH, "another object"),
+    "REPR_CONTEXT.stats_kept": (Confidence.LOW, "another object"),
     "Journal._written": (Confidence.LOW, "nothing reads"),
-    "Journal.shown": (Confidence.HIGH, "module-level instance"),
+    "Journal.shown": (Confidence.LOW, "module-level instance"),
     "stamps in keep_hooks()": (Confidence.LOW, "nothing reads"),
-    "stamps in keep_read_hooks()": (Confidence.HIGH, "installed or kept"),
+    "stamps in keep_read_hooks()": (Confidence.LOW, "installed or kept, but not as a memo"),
     "Runner._handled": (Confidence.HIGH, "caught by the handler"),
     "Runner._seen_tasks": (Confidence.LOW, "one phase"),
     "RecordTracker._refs": (Confidence.HIGH, "only through weakref.ref"),
     "CheckedTracker._refs": (Confidence.LOW, "one phase"),
     "chosen in identity_predicate()": (Confidence.LOW, "objects of the call that made the container"),
-    "results in memo_by_argument()": (Confidence.HIGH, "installed or kept"),
+    "results in memo_by_argument()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "shapes in summarize()": (Confidence.LOW, "only handed to model.register_forward_hook()"),
     "_NOTED": (Confidence.LOW, "nothing reads"),
     "NOTED": (Confidence.HIGH, "whole process"),
 }
-TABLES = {FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES}
+# Memoising decorators (fixtures/memoisers.py): keys made by a nested function, read through
+# a comprehension over the wrapper's arguments, hashed from *args, digested, and stores made
+# through the cache's own get/set; each beside its contrast.
+MEMO_FIXTURE = FIXTURE.parent / "memoisers.py"
+EXPECTED_MEMO = {
+    "cache in memo_by_key_maker()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "results in memo_over_own_arguments()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "chosen in memo_over_maker_arguments()": (Confidence.LOW, "that one call was given"),
+    "ResultCache._results": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "NoteCache._notes": (Confidence.LOW, "one phase"),
+    "in_progress in guarded_by_removal()": (Confidence.LOW, "removes it again"),
+    "started in guarded_never_removed()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "DIGESTS": (Confidence.HIGH, "whole process"),
+    "SEEN_CALLS": (Confidence.HIGH, "whole process"),
+    "TimedCache._values": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "TimedCache._times": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "tied in retie_after_init()": (Confidence.HIGH, "which is kept and calls init_fn()"),
+    "stamps in stamp_hooks()": (Confidence.LOW, "installed or kept, but not as a memo"),
+}
+# Entries removed when their object dies (safe, not listed), keys made by a factory that
+# keeps every object it numbers, and weak-valued registries (fixtures/pruned_and_pinned.py).
+PRUNED_FIXTURE = FIXTURE.parent / "pruned_and_pinned.py"
+EXPECTED_PRUNED = {
+    "OPEN_HANDLES": (Confidence.HIGH, "whole process"),
+    "_VAR_NOTES": (Confidence.HIGH, "whole process"),
+    "CODE_RESULTS": (Confidence.LOW, "keeps each such object"),
+    "PLAIN_RESULTS": (Confidence.HIGH, "whole process"),
+    "_LIVE_LOCKS": (Confidence.LOW, "WeakValueDictionary"),
+    "_LOCKS": (Confidence.HIGH, "whole process"),
+    "Proxies._all": (Confidence.LOW, "WeakValueDictionary"),
+}
+TABLES = {
+    FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES, MEMO_FIXTURE: EXPECTED_MEMO, PRUNED_FIXTURE: EXPECTED_PRUNED,
+}
 
 
 def _reproduce(fixture: pathlib.Path) -> str:
@@ -162,3 +195,18 @@ def test_a_register_function_called_in_other_files_with_module_level_functions_i
     assert "every call of register()" in registered.confidence_reason
     assert noted.confidence is Confidence.HIGH, noted.confidence_reason
     assert "module-level state" in noted.confidence_reason
+
+
+def test_a_registry_only_in_a_conftest_is_test_code(tmp_path):
+    # The same module-level registry, in a conftest.py (collected by pytest: low) and in a
+    # plain module (high).
+    source = "INIT_ARGS = {}\n\n\ndef remember(resource, args):\n    INIT_ARGS[id(resource)] = args\n\n\ndef args_of(resource):\n    return INIT_ARGS.get(id(resource))\n"
+    for name in ("conftest.py", "helpers.py"):
+        (tmp_path / name.replace(".py", "")).mkdir()
+        (tmp_path / name.replace(".py", "") / name).write_text(source)
+    found = {}
+    for finding in scan_paths([str(tmp_path)]).registries:
+        found[pathlib.Path(finding.first.path).name] = finding
+    assert found["conftest.py"].confidence is Confidence.LOW, found["conftest.py"].confidence_reason
+    assert "test module" in found["conftest.py"].confidence_reason
+    assert found["helpers.py"].confidence is Confidence.HIGH, found["helpers.py"].confidence_reason
