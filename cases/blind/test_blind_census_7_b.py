@@ -1,12 +1,8 @@
 """The hazards of part B of the seventh blind census (docs/log/2026-12-07-scan-blind-census-7-b.md), reproduced.
 
-Each test works as those of ``test_blind_census_6_b.py`` do: the released code, with the dead
-object's address given back by force, answers for the dead object, and answers right when the
-first object is kept alive (the control). Part B of the census found five true hazards; each
-has its test here.
-
-Each package is pinned to the release the census read; a test is skipped, naming the package
-and the version, when that release is not installed:
+Five true hazards, one test each: forced onto the dead object's address, the released code
+answers for the dead object; with the first object kept alive (the control) it answers right.
+A test runs only against the release the census read and is skipped, naming it, otherwise:
 
     pip install --target DIR pyannotate==1.2.0           # one directory per release, so the
     pip install --target DIR scoop==0.7.2.0              # census ran them (scoop brings pyzmq
@@ -15,9 +11,9 @@ and the version, when that release is not installed:
     pip install --target DIR upsonic==0.77.3
     PYTHONPATH=DIR ./scripts/test cases/blind/test_blind_census_7_b.py -q
 
-The new object is made by the reproducer in every test (a code object, a function, a task), so
-each test holds the first one in a one-item list and makes the next with ``land``. SCOOP runs
-only under its own launcher, so its test starts ``python -m scoop`` on a script and reads what
+The new object is made by the reproducer in every test (a code object, a function, a task, a
+tool), so each test holds the first one in a one-item list and makes the next with ``land``
+(through ``_next``, which makes it anywhere for the control). SCOOP runs only under its own launcher, so its test starts ``python -m scoop`` on a script and reads what
 the script prints; the launcher ends the broker and workers it started. ppft's server starts its
 local worker processes and the test destroys the server. Everything the library runs is released
 code, unchanged.
@@ -37,12 +33,21 @@ import types
 import pytest
 
 from cases.blind.pinned import Pins, require
-from harness.idreuse.landing import land
+from harness.idreuse.landing import LANDING_LIMIT, land
 from harness.idreuse.morgue import quiet_allocator
 
 PINS = Pins("pyannotate==1.2.0", "scoop==0.7.2.0", "aiomonitor==0.7.1", "ppft==1.7.8", "upsonic==0.77.3")
 
 # Two function bodies of one bytecode length, so their code objects share a size class.
+def _next(box: list, make, reuse: bool, limit: int = LANDING_LIMIT):
+    """The next object and the misses to keep: born on the address of the one in ``box``
+    (freed here) when ``reuse``, else made anywhere while the first is kept (the control)."""
+    if not reuse:
+        return make(), []
+    landing, held = land(box, make, limit)
+    return landing.require(), held
+
+
 _HELPER = "def helper(x):\n    return x + 1\n"
 _USER = "def user_fn(x):\n    return x * 2\n"
 
@@ -74,11 +79,7 @@ def test_pyannotate_never_samples_a_function_born_on_a_dead_code_objects_address
                 del helper
                 alive = box[0] if not reuse else None
                 with quiet_allocator():
-                    if reuse:
-                        landing, held = land(box, user_code)
-                        code = landing.require()
-                    else:
-                        held, code = [], user_code()
+                    code, held = _next(box, user_code, reuse)
                     types.FunctionType(code, {})(3)         # the user's function, called once
                     del held, alive
         finally:
@@ -92,7 +93,7 @@ def test_pyannotate_never_samples_a_function_born_on_a_dead_code_objects_address
 _SCOOP_SCRIPT = """
 import json, sys
 from scoop import futures
-from harness.idreuse.landing import land
+from cases.blind.test_blind_census_7_b import _next
 from harness.idreuse.morgue import quiet_allocator
 
 
@@ -106,11 +107,7 @@ def main():
     first = list(futures.map(box[0], [1, 2]))       # shared under an id-based name
     alive = box[0] if not reuse else None
     with quiet_allocator():
-        if reuse:
-            landing, held = land(box, times_ten)
-            later = landing.require()
-        else:
-            held, later = [], times_ten()
+        later, held = _next(box, times_ten, reuse)
         second = list(futures.map(later, [1, 2]))
         del held, alive
     print("RESULT " + json.dumps([first, second]))
@@ -173,11 +170,7 @@ def test_aiomonitor_files_two_terminated_tasks_as_one():
                 return loop.create_task(coroutines.pop(), name="worker")
 
             with quiet_allocator():
-                if reuse:
-                    landing, held = land(box, another, limit=_TRIES)
-                    later = landing.require()
-                else:
-                    held, later = [], another()
+                later, held = _next(box, another, reuse, limit=_TRIES)
             await asyncio.gather(later, *[task for task in held if task is not None])
             for _ in range(50):                              # the monitor's thread files them
                 await asyncio.sleep(0.02)
@@ -220,11 +213,7 @@ def test_ppft_ships_a_dead_functions_source_for_a_new_function():
             assert server.submit(box[0], (1,))() == 2
             alive = box[0] if not reuse else None
             with quiet_allocator():
-                if reuse:
-                    landing, held = land(box, _times_ten)
-                    later = landing.require()
-                else:
-                    held, later = [], _times_ten()
+                later, held = _next(box, _times_ten, reuse)
                 result = server.submit(later, (1,))()
                 del held, alive
             return result
@@ -258,11 +247,7 @@ def test_upsonic_silently_skips_a_tool_born_on_a_removed_tools_address():
         manager.remove_tools([box[0]])                  # the agent no longer offers it
         alive = box[0] if not reuse else None
         with quiet_allocator():
-            if reuse:
-                landing, held = land(box, lambda: _tool(2))
-                later = landing.require()
-            else:
-                held, later = [], _tool(2)
+            later, held = _next(box, lambda: _tool(2), reuse)
             names = list(manager.register_tools([later]))
             del held, alive
         return names
