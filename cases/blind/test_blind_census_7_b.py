@@ -13,10 +13,11 @@ A test runs only against the release the census read and is skipped, naming it, 
 
 The new object is made by the reproducer in every test (a code object, a function, a task, a
 tool), so each test holds the first one in a one-item list and makes the next with ``land``
-(through ``_next``, which makes it anywhere for the control). SCOOP runs only under its own launcher, so its test starts ``python -m scoop`` on a script and reads what
-the script prints; the launcher ends the broker and workers it started. ppft's server starts its
-local worker processes and the test destroys the server. Everything the library runs is released
-code, unchanged.
+(through ``_next``, which makes it anywhere for the control). SCOOP runs only under its own
+launcher, so its test starts ``python -m scoop`` on a script and reads what the script prints;
+the launcher ends the broker and workers it started. ppft's server starts its local worker
+processes and the test destroys the server. Everything the library runs is released code,
+unchanged.
 """
 
 from __future__ import annotations
