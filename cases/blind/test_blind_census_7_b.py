@@ -31,7 +31,6 @@ import sys
 import textwrap
 import types
 
-import pytest
 
 from cases.blind.pinned import Pins, require
 from harness.idreuse.landing import LANDING_LIMIT, land
