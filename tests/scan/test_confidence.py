@@ -117,8 +117,8 @@ EXPECTED_MEMO = {
     "SEEN_CALLS": (Confidence.HIGH, "whole process"),
     "TimedCache._values": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "TimedCache._times": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    # contrast: keep_read_hooks() in confidence_uses.py, a kept closure that wraps nothing (low)
     "tied in retie_after_init()": (Confidence.HIGH, "which is kept and calls init_fn()"),
-    "stamps in stamp_hooks()": (Confidence.LOW, "installed or kept, but not as a memo"),
 }
 # Entries removed when their object dies (safe, not listed), keys made by a factory that
 # keeps every object it numbers, and weak-valued registries (fixtures/pruned_and_pinned.py).
