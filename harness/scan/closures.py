@@ -218,6 +218,7 @@ def _wrapped_call(function: ast.AST, scope: Scope) -> Optional[str]:
     """The name of the function ``function`` calls with its own arguments when that name is
     a parameter of an enclosing function (``func(*args, **kwargs)``)."""
     own = set(scope.params)
+    found = []
     for node in ast.walk(function):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
             continue
@@ -228,8 +229,9 @@ def _wrapped_call(function: ast.AST, scope: Scope) -> Optional[str]:
         passed += [k.value for k in node.keywords]
         roots = [root_of(a)[0] for a in passed]   # func(X[beg:end]) passes (a part of) X
         if any(isinstance(r, ast.Name) and r.id in own for r in roots):
-            return node.func.id
-    return None
+            found.append((owner is not scope.parent, node.lineno, node.func.id))
+    # the function the nearest maker was given (decorator(func)), not an option of an outer one
+    return min(found)[2] if found else None
 
 
 def _returned_by(name: str, maker: ast.AST) -> bool:

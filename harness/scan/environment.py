@@ -85,8 +85,8 @@ class Place:
             if binding not in (Binding.PARAM, Binding.CLOSURE) or node.id in owner.assigned:
                 return ()
             return (node,) if node.id in _catch_all(owner.node) else ()
-        if isinstance(node, ast.Subscript):
-            return self.arbitrary_arguments(node.value)
+        if isinstance(node, (ast.Subscript, ast.Starred)):
+            return self.arbitrary_arguments(node.value)   # args[0]; hash(*args)
         if isinstance(node, (ast.Tuple, ast.List)):
             return tuple(found for element in node.elts for found in self.arbitrary_arguments(element))
         if isinstance(node, ast.Call) and len(node.args) <= 1 and not node.keywords:

@@ -21,6 +21,9 @@ _READ_METHODS = {"get", "__getitem__"}
 _CONTAINS_METHODS = {"__contains__"}
 _STORE_METHODS = {"setdefault", "__setitem__"}
 _ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
+# A cache's own setter: ``cache.set(key, value)`` (two arguments at least; ``event.set()``
+# and ``var.set(value)`` are not stores).
+_KEYED_SETTERS = {"set"}
 
 
 class Sinks:
@@ -95,7 +98,7 @@ class Sinks:
             verdict = self.judge.container(receiver, self.place)
             self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict,
                       container=receiver, key=key, sink="membership")
-        elif method in _STORE_METHODS:
+        elif method in _STORE_METHODS or (method in _KEYED_SETTERS and len(call.args) >= 2):
             value = call.args[1] if len(call.args) > 1 else None
             appended = self._appended_to_result(call)
             self._store(call, receiver, key, argument, value, also_holding=appended)

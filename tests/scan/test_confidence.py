@@ -117,6 +117,7 @@ EXPECTED_MEMO = {
     "SEEN_CALLS": (Confidence.HIGH, "whole process"),
     "TimedCache._values": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "TimedCache._times": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "cache in memo_in_foreign_cache.decorator()": (Confidence.HIGH, "wrapper() calls func()"),
     # contrast: keep_read_hooks() in confidence_uses.py, a kept closure that wraps nothing (low)
     "tied in retie_after_init()": (Confidence.HIGH, "which is kept and calls init_fn()"),
 }
