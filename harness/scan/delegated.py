@@ -40,14 +40,33 @@ def param_stores(function: ast.AST, param: str, module=None, depth: int = 0) -> 
     """Where ``function`` stores its parameter ``param`` (never rebound in it) as a key,
     itself or through functions of ``module`` it hands the parameter to (the value of such a
     store is not followed: None)."""
+    return _param_uses(function, param, module, depth, _stores_here, lambda store: dataclasses.replace(store, value=None))
+
+
+def param_reads(function: ast.AST, param: str, module=None, depth: int = 0) -> list[ParamStore]:
+    """Where ``function`` looks its parameter ``param`` (never rebound in it) up as a key:
+    ``container[param]``, ``container.get(param)``, ``param in container``; itself or through
+    functions of ``module`` it hands the parameter to."""
+    return _param_uses(function, param, module, depth, _reads_here, lambda read: read)
+
+
+def _param_uses(function: ast.AST, param: str, module, depth: int, here, handed_use) -> list[ParamStore]:
+    """The uses ``here(nodes, param)`` finds of ``param`` in ``function``, after those of the
+    functions it hands ``param`` on to (each passed through ``handed_use``); none when
+    ``function`` rebinds ``param``."""
     nodes = list(walk_same_scope(function))
     if any(isinstance(n, ast.Name) and n.id == param and not isinstance(n.ctx, ast.Load) for n in nodes):
         return []
     found = [
-        dataclasses.replace(store, value=None)
+        handed_use(use)
         for callee, inner in _handed_on(function, nodes, param, module, depth)
-        for store in param_stores(callee, inner, module, depth + 1)
+        for use in _param_uses(callee, inner, module, depth + 1, here, handed_use)
     ]
+    return found + here(nodes, param)
+
+
+def _stores_here(nodes: list, param: str) -> list[ParamStore]:
+    found = []
     for node in nodes:
         if isinstance(node, ast.Assign):
             for target in node.targets:
@@ -61,18 +80,8 @@ def param_stores(function: ast.AST, param: str, module=None, depth: int = 0) -> 
     return found
 
 
-def param_reads(function: ast.AST, param: str, module=None, depth: int = 0) -> list[ParamStore]:
-    """Where ``function`` looks its parameter ``param`` (never rebound in it) up as a key:
-    ``container[param]``, ``container.get(param)``, ``param in container``; itself or through
-    functions of ``module`` it hands the parameter to."""
-    nodes = list(walk_same_scope(function))
-    if any(isinstance(n, ast.Name) and n.id == param and not isinstance(n.ctx, ast.Load) for n in nodes):
-        return []
-    found = [
-        read
-        for callee, inner in _handed_on(function, nodes, param, module, depth)
-        for read in param_reads(callee, inner, module, depth + 1)
-    ]
+def _reads_here(nodes: list, param: str) -> list[ParamStore]:
+    found = []
     for node in nodes:
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _is(node.slice, param):
             found.append(ParamStore(node, node.value, None, "mapping"))
