@@ -48,10 +48,7 @@ def module_level_instance(scope, index) -> Optional[str]:
     """``path: name = Class(...)`` when a scanned module binds an instance of the class
     that ``scope``'s method belongs to at its top level (a singleton, living for the whole
     process), else None."""
-    class_name = scope.class_name if scope is not None else None
-    while scope is not None and not class_name:
-        scope = scope.parent
-        class_name = scope.class_name if scope is not None else None
+    class_name = scope.enclosing_class if scope is not None else None
     if not class_name or index is None:
         return None
     for site in index.calls_of(class_name) or []:

@@ -99,9 +99,7 @@ class Finalizers:
         """The line of ``__del__`` of the class this method belongs to, when it removes
         entries from this container (``WORLD_OBJECTS.pop(hex(id(self)), None)``): the entry
         goes when the object dies, before its address can be reused."""
-        scope = self.place.scope
-        while scope is not None and not scope.class_name:
-            scope = scope.parent
+        scope = self.place.scope.enclosing_method
         if scope is None or scope.parent is None:
             return None
         shown = render(container)

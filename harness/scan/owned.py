@@ -82,8 +82,7 @@ def _local_from_getter(scope, name: str) -> Optional[str]:
 
 def _attribute_from_getter(scope, owner: str, attribute: str) -> Optional[str]:
     """``self.mng = Manager.get_instance()`` somewhere in the class of ``scope``."""
-    while scope is not None and not scope.class_name:
-        scope = scope.parent
+    scope = scope.enclosing_method
     if scope is None or scope.parent is None:
         return None
     for node in ast.walk(scope.parent.node):

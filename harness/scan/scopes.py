@@ -66,14 +66,18 @@ class Scope:
         return ".".join(reversed(names)) or "<module>"
 
     @property
+    def enclosing_method(self) -> Optional["Scope"]:
+        """The method this scope is, or is nested in (its ``parent`` is the class body)."""
+        scope: Optional[Scope] = self
+        while scope is not None and not scope.class_name:
+            scope = scope.parent
+        return scope
+
+    @property
     def enclosing_class(self) -> Optional[str]:
         """The class whose method this is, looking through nested functions."""
-        scope: Optional[Scope] = self
-        while scope is not None:
-            if scope.class_name:
-                return scope.class_name
-            scope = scope.parent
-        return None
+        method = self.enclosing_method
+        return method.class_name if method is not None else None
 
     def resolve(self, name: str) -> tuple[Binding, "Scope"]:
         """Where ``name``, used in this scope, is bound, and the scope binding it."""

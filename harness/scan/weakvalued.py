@@ -26,9 +26,7 @@ def weak_valued(hit) -> Optional[str]:
         values = module.module_scope.values.get(root.id, [])
         line = _made_weak(values)
         return None if line is None else _reason(root.id, line)
-    scope = module.scope_of(hit.node)
-    while scope is not None and not scope.class_name:
-        scope = scope.parent
+    scope = module.scope_of(hit.node).enclosing_method
     if scope is None or len(parts) != 1 or root.id != scope.bound_param or scope.parent is None:
         return None
     for node in ast.walk(scope.parent.node):
