@@ -202,8 +202,7 @@ def _made_from_own_arguments(hit, scope: Scope) -> bool:
     """The key is a local bound once to a call given the function's own parameters
     (``key = make_key(*args, **kwargs)``): made from the arguments, whatever objects the
     scan could name in it."""
-    node = hit.node
-    key = node.slice if isinstance(node, ast.Subscript) else node.args[0] if isinstance(node, ast.Call) and node.args else None
+    key = hit.key_node
     if not isinstance(key, ast.Name):
         return False
     values = scope.values.get(key.id, [])

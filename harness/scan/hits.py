@@ -57,6 +57,15 @@ class Hit:
         parts = parts[: parts.index("[]")] if "[]" in parts else parts
         return parts[-1] if parts else None
 
+    @property
+    def key_node(self) -> Optional[ast.expr]:
+        """The key as written at the sink: ``k`` of ``d[k]`` or of ``d.add(k)``, ``d.get(k)``."""
+        if isinstance(self.node, ast.Subscript):
+            return self.node.slice
+        if isinstance(self.node, ast.Call) and self.node.args:
+            return self.node.args[0]
+        return None
+
 
 def code_for(key: KeyFacts, sink: str) -> Code:
     """The finding code for an id-derived ``key`` used as a ``sink`` ("mapping", "element",

@@ -23,6 +23,18 @@ from harness.scan.syntax import render, root_of, same_expr, walk_block, walk_sam
 PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
 
 
+def prunes(node: ast.AST, container: ast.expr, key_node: ast.expr) -> bool:
+    """``container.pop(key)`` (or discard, remove, ``del container[key]``) of this very key."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PRUNE_METHODS:
+        return bool(node.args) and same_expr(node.func.value, container) and same_expr(node.args[0], key_node)
+    if isinstance(node, ast.Delete):
+        return any(
+            isinstance(t, ast.Subscript) and same_expr(t.value, container) and same_expr(t.slice, key_node)
+            for t in node.targets
+        )
+    return False
+
+
 class KeepAlive(Finalizers):
     """The part of :class:`~harness.scan.analyzer.ModuleAnalyzer` that reads why a keyed
     object outlives its entry (it reads the analyzer's ``place`` and ``module``)."""
@@ -116,23 +128,12 @@ class KeepAlive(Finalizers):
             if not (inside or self._runs_with(node, sink)):
                 continue
             for prune in walk_block(node.finalbody):
-                if self._prunes(prune, container, key_node):
+                if prunes(prune, container, key_node):
                     return (
                         f"the finally block at line {prune.lineno} removes the entry, so it lives "
                         "only while this call, which holds the object, runs"
                     )
         return None
-
-    @staticmethod
-    def _prunes(node: ast.AST, container: ast.expr, key_node: ast.expr) -> bool:
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PRUNE_METHODS:
-            return bool(node.args) and same_expr(node.func.value, container) and same_expr(node.args[0], key_node)
-        if isinstance(node, ast.Delete):
-            return any(
-                isinstance(t, ast.Subscript) and same_expr(t.value, container) and same_expr(t.slice, key_node)
-                for t in node.targets
-            )
-        return False
 
     def _sibling_holder(self, sink: ast.AST, obj: ast.expr, container: ast.expr) -> Optional[str]:
         """Another store in this function, into state with the same root (``self``, ``cls``,

@@ -15,8 +15,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.keepalive import PRUNE_METHODS
-from harness.scan.syntax import same_expr, walk_same_scope
+from harness.scan.keepalive import prunes
+from harness.scan.syntax import walk_same_scope
 
 
 def removed_by_the_same_call(writes: list) -> Optional[str]:
@@ -33,28 +33,12 @@ def removed_by_the_same_call(writes: list) -> Optional[str]:
     ) if lines else None
 
 
-def _key_node(hit) -> Optional[ast.expr]:
-    node = hit.node
-    if isinstance(node, ast.Subscript):
-        return node.slice
-    if isinstance(node, ast.Call) and node.args:
-        return node.args[0]
-    return None
-
-
 def _removed_after(hit) -> Optional[int]:
-    key = _key_node(hit)
+    key = hit.key_node
     if key is None or hit.container is None or not isinstance(key, ast.Name):
         return None
     function = hit.module.scope_of(hit.node).node
     for node in walk_same_scope(function):
-        if getattr(node, "lineno", 0) <= hit.node.lineno:
-            continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PRUNE_METHODS:
-            if node.args and same_expr(node.func.value, hit.container) and same_expr(node.args[0], key):
-                return node.lineno
-        if isinstance(node, ast.Delete):
-            for target in node.targets:
-                if isinstance(target, ast.Subscript) and same_expr(target.value, hit.container) and same_expr(target.slice, key):
-                    return node.lineno
+        if getattr(node, "lineno", 0) > hit.node.lineno and prunes(node, hit.container, key):
+            return node.lineno
     return None
