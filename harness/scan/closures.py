@@ -37,7 +37,7 @@ import ast
 from typing import Optional
 
 from harness.scan.scopes import Binding, Scope, ScopeKind
-from harness.scan.syntax import assigned_to, render, root_of
+from harness.scan.syntax import assigned_to, name_root, render, root_of
 from harness.scan.transient import module_or_class
 
 
@@ -97,10 +97,8 @@ def _maker(hit) -> Optional[Scope]:
 def _argument_of_nested(obj: ast.expr, scope: Scope, frame: Scope, parents: dict) -> bool:
     """``obj`` is (rooted at) a parameter of a function nested in ``frame``, or a variable of
     a comprehension over one (``tuple(id(v) for v in args)``)."""
-    node = obj
-    while isinstance(node, (ast.Attribute, ast.Subscript)):
-        node = node.value
-    if not isinstance(node, ast.Name):
+    node = name_root(obj)
+    if node is None:
         return False
     source = comprehension_source(node, parents)
     if source is not None:
@@ -208,9 +206,7 @@ def _made_from_own_arguments(hit, scope: Scope) -> bool:
     values = scope.values.get(key.id, [])
     if len(values) != 1 or not isinstance(values[0], ast.Call):
         return False
-    call = values[0]
-    given = [a.value if isinstance(a, ast.Starred) else a for a in call.args] + [k.value for k in call.keywords]
-    return any(isinstance(a, ast.Name) and a.id in scope.params for a in given)
+    return any(isinstance(a, ast.Name) and a.id in scope.params for a in _given(values[0]))
 
 
 def _wrapped_call(function: ast.AST, scope: Scope) -> Optional[str]:
@@ -224,13 +220,16 @@ def _wrapped_call(function: ast.AST, scope: Scope) -> Optional[str]:
         binding, owner = scope.resolve(node.func.id)
         if binding is not Binding.CLOSURE or owner is scope or node.func.id not in owner.params:
             continue   # the wrapped function is one an enclosing function was given
-        passed = [a.value if isinstance(a, ast.Starred) else a for a in node.args]
-        passed += [k.value for k in node.keywords]
-        roots = [root_of(a)[0] for a in passed]   # func(X[beg:end]) passes (a part of) X
+        roots = [root_of(a)[0] for a in _given(node)]   # func(X[beg:end]) passes (a part of) X
         if any(isinstance(r, ast.Name) and r.id in own for r in roots):
             found.append((owner is not scope.parent, node.lineno, node.func.id))
     # the function the nearest maker was given (decorator(func)), not an option of an outer one
     return min(found)[2] if found else None
+
+
+def _given(call: ast.Call) -> list[ast.expr]:
+    """What ``call`` passes, positionally (``*args`` as ``args``) or by keyword."""
+    return [a.value if isinstance(a, ast.Starred) else a for a in call.args] + [k.value for k in call.keywords]
 
 
 def _returned_by(name: str, maker: ast.AST) -> bool:

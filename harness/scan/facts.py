@@ -17,7 +17,7 @@ from harness.scan.flow import FlowState
 from harness.scan.imports import Imported, module_imports
 from harness.scan.keys import KeyFacts, KeyKind
 from harness.scan.scopes import Scope, ScopeKind, build_scopes
-from harness.scan.syntax import dotted, parent_map, render, walk_same_scope
+from harness.scan.syntax import dotted, name_root, parent_map, render, walk_same_scope
 
 # Bases whose instances hash by identity, so hash(obj) is an id in disguise. Any other base
 # that the file does not define is assumed to possibly hash by value (no finding).
@@ -225,7 +225,7 @@ def find_factories(modules: list[ModuleFacts], place_for) -> dict[str, Factory]:
                     continue
                 params = tuple(p for p in scope.params if p != scope.bound_param)
                 object_params = tuple(dict.fromkeys(
-                    root.id for root in map(_root_name, facts.objects) if root is not None and root.id in params
+                    root.id for root in map(name_root, facts.objects) if root is not None and root.id in params
                 ))
                 factories[qualified] = Factory(
                     qualified, facts.kind, params, object_params, facts.text, f"{module.path}:{node.lineno}"
@@ -233,14 +233,6 @@ def find_factories(modules: list[ModuleFacts], place_for) -> dict[str, Factory]:
         if len(factories) == before:
             break
     return factories
-
-
-def _root_name(obj: ast.expr) -> Optional[ast.Name]:
-    """``target`` for ``target``, ``target.__self__`` or ``target[0]``: the key stands for
-    (a part of) what the caller passed as ``target``."""
-    while isinstance(obj, (ast.Attribute, ast.Subscript)):
-        obj = obj.value
-    return obj if isinstance(obj, ast.Name) else None
 
 
 def factory_name(module: ModuleFacts, scope: Scope) -> str:

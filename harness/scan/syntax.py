@@ -65,6 +65,14 @@ def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
     return node, parts
 
 
+def name_root(expr: ast.expr) -> Optional[ast.Name]:
+    """``x`` for ``x``, ``x.a`` or ``x[0].b`` (attributes and items only, unlike
+    :func:`root_of`, which also reads through ``d.get(k)``); None when that root is no name."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+    return expr if isinstance(expr, ast.Name) else None
+
+
 def callee_name(call: ast.Call) -> Optional[str]:
     """The last name of the called thing: ``f`` for ``f(...)``, ``m`` for ``a.b.m(...)``."""
     func = call.func
