@@ -145,28 +145,6 @@ class IndirectStores:
     """The part of :class:`~harness.scan.analyzer.ModuleAnalyzer` that finds stores not
     written as ``d[k] = v``: through a method of the module, and through ``dict.update``."""
 
-    def _delegated_store(self, call: ast.Call) -> None:
-        """``self._put(id(obj), value)`` where ``_put`` (of this module) stores its key
-        parameter: a store at the call, into the callee's container (:mod:`harness.scan.delegated`)."""
-        if not call.args and not call.keywords:
-            return
-        function = self.own_function(call)
-        if function is None:
-            return
-        callee = self.module.scopes[function]
-        params = [p for p in callee.params if p != callee.bound_param]
-        arguments = passed(call, params)
-        for param, argument in arguments:
-            key = self.reader.key(argument)
-            if key is None:
-                continue
-            for store in _one_per_container(param_stores(function, param, self.module)):
-                value = dict(arguments).get(store.value.id) if isinstance(store.value, ast.Name) else None
-                verdict = self.judge.container(store.container, self.place.at(callee))
-                line = getattr(store.node, "lineno", "?")
-                verdict = dataclasses.replace(verdict, reason=f"{render(call.func)}() stores it in {render(store.container)} (line {line}): {verdict.reason}")
-                self._store(call, store.container, key, argument, None, also_holding=value, sink=store.sink, verdict=verdict)
-
     def own_function(self, call: ast.Call) -> Optional[ast.AST]:
         """The function of this module that ``call`` runs (``self.get(k)`` of a class that
         defines ``get``), or None."""
@@ -176,18 +154,25 @@ class IndirectStores:
             return None
         return function
 
-    def _delegated_read(self, call: ast.Call) -> None:
-        """``self.get(id(obj))`` where this module's ``get`` looks its key parameter up in
-        ``self._data``: a read at the call, of the callee's container."""
-        function = self.own_function(call)
-        if function is None or not (call.args or call.keywords):
+    def _delegated(self, call: ast.Call, function: ast.AST) -> None:
+        """``self._put(id(obj), value)`` where ``_put`` (``function``, of this module) stores
+        its key parameter, and ``self.get(id(obj))`` where ``get`` looks it up in
+        ``self._data``: a store or a read at the call, of the callee's container
+        (:mod:`harness.scan.delegated`)."""
+        if not call.args and not call.keywords:
             return
         callee = self.module.scopes[function]
-        params = [p for p in callee.params if p != callee.bound_param]
-        for param, argument in passed(call, params):
-            key = self.reader.key(argument)
-            if key is None:
-                continue
+        arguments = passed(call, [p for p in callee.params if p != callee.bound_param])
+        keyed = [(param, argument, self.reader.key(argument)) for param, argument in arguments]
+        keyed = [(param, argument, key) for param, argument, key in keyed if key is not None]
+        for param, argument, key in keyed:
+            for store in _one_per_container(param_stores(function, param, self.module)):
+                value = dict(arguments).get(store.value.id) if isinstance(store.value, ast.Name) else None
+                verdict = self.judge.container(store.container, self.place.at(callee))
+                line = getattr(store.node, "lineno", "?")
+                verdict = dataclasses.replace(verdict, reason=f"{render(call.func)}() stores it in {render(store.container)} (line {line}): {verdict.reason}")
+                self._store(call, store.container, key, argument, None, also_holding=value, sink=store.sink, verdict=verdict)
+        for param, argument, key in keyed:
             for read in _one_per_container(param_reads(function, param, self.module)):
                 verdict = self.judge.container(read.container, self.place.at(callee))
                 self._hit(call, code_for(key, read.sink), self._subject(call, key), Use.READ, verdict,

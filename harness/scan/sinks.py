@@ -69,16 +69,18 @@ class Sinks:
         return self.judge.container(container, self.place)
 
     def visit_Call(self, node: ast.Call) -> None:
-        self._method_sink(node)
-        self._delegated_store(node)
-        self._delegated_read(node)
+        own = self.own_function(node)
+        if own is None:
+            self._method_sink(node)
+        else:
+            self._delegated(node, own)   # a method this module defines is followed into, not taken for dict's
         self._cached_call(node)
         self._creation(node)
         self.generic_visit(node)
 
     def _method_sink(self, call: ast.Call) -> None:
-        if not isinstance(call.func, ast.Attribute) or not call.args or self.own_function(call) is not None:
-            return   # a method this module defines is followed into (IndirectStores), not taken for dict's
+        if not isinstance(call.func, ast.Attribute) or not call.args:
+            return
         method = call.func.attr
         receiver = call.func.value
         if method in PRUNE_METHODS:
