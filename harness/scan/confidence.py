@@ -49,8 +49,6 @@ from harness.scan.weakvalued import weak_valued
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
 
-# Containers that live for the whole process (or as long as an installed function).
-
 
 @dataclasses.dataclass(frozen=True)
 class Assessment:
