@@ -233,10 +233,17 @@ def _given(call: ast.Call) -> list[ast.expr]:
 
 
 def _returned_by(name: str, maker: ast.AST) -> bool:
-    return any(
-        isinstance(node, ast.Return) and isinstance(node.value, ast.Name) and node.value.id == name
-        for node in ast.walk(maker)
-    )
+    """``return wrapper``, or the wrapper handed back inside a call: ``return
+    property(wrapper)``, ``return update_wrapper(wrapper, func)``."""
+    for node in ast.walk(maker):
+        if not isinstance(node, ast.Return):
+            continue
+        value = node.value
+        if isinstance(value, ast.Name) and value.id == name:
+            return True
+        if isinstance(value, ast.Call) and any(isinstance(a, ast.Name) and a.id == name for a in value.args):
+            return True
+    return False
 
 
 def wrapper_kept(writes: list) -> Optional[str]:

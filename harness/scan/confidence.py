@@ -125,13 +125,6 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             return Assessment(owned.confidence, owned.reason)
         if unread is not None:
             return Assessment(Confidence.LOW, unread)
-        singleton = module_level_instance(_scope(primary), primary.module.index)
-        if singleton is not None:
-            return Assessment(Confidence.LOW, (
-                f"the container belongs to a module-level instance ({singleton}), which lives for the whole process, "
-                "keyed by objects passed to it: whether they die first depends on that manager's users, which the "
-                "scan cannot follow"
-            ))
         wrapper = wrapping_call(_scope(primary))
         if wrapper is not None:
             return Assessment(Confidence.HIGH, (
@@ -140,7 +133,14 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             ))
         memo = memoising_wrapper(writes)
         if memo is not None:
-            return Assessment(Confidence.HIGH, memo)
+            return Assessment(Confidence.HIGH, memo)   # a memo, of a module-level instance or not
+        singleton = module_level_instance(_scope(primary), primary.module.index)
+        if singleton is not None:
+            return Assessment(Confidence.LOW, (
+                f"the container belongs to a module-level instance ({singleton}), which lives for the whole process, "
+                "keyed by objects passed to it: whether they die first depends on that manager's users, which the "
+                "scan cannot follow"
+            ))
         saved_own = [hit for hit in writes if hit.use is Use.SAVED and _all_own(hit)]
         if saved_own:
             return Assessment(Confidence.HIGH, (

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.derived import arguments_in
 from harness.scan.facts import IDENTITY_HASHED_ANNOTATIONS, Factory, ModuleFacts, nested_factory_name
 from harness.scan.flow import FlowState
 from harness.scan.keys import CollectionFacts, KeyFacts, KeyReader
@@ -17,6 +18,8 @@ from harness.scan.syntax import dotted, render
 
 # Annotations that let a caller pass any object.
 _ANY_OBJECT = {"Any", "object", "Hashable"}
+# Annotations of a container a caller fills with any objects.
+_CONTAINERS = {"tuple", "Tuple", "dict", "Dict", "list", "List", "Sequence", "Mapping", "Iterable"}
 
 
 class Place:
@@ -77,25 +80,26 @@ class Place:
         return False
 
     def arbitrary_arguments(self, node: ast.expr) -> tuple[ast.expr, ...]:
-        """The ``*args``/``**kwargs`` parameters ``node`` is built of (``args``,
-        ``tuple(args)``, ``(args, frozenset(kwargs.items()))``, ``args[0]``): whatever
-        callers pass, so hashing it hashes their objects."""
-        if isinstance(node, ast.Name):
-            binding, owner = self.scope.resolve(node.id)
-            if binding not in (Binding.PARAM, Binding.CLOSURE) or node.id in owner.assigned:
-                return ()
-            return (node,) if node.id in _catch_all(owner.node) else ()
-        if isinstance(node, (ast.Subscript, ast.Starred)):
-            return self.arbitrary_arguments(node.value)   # args[0]; hash(*args)
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(found for element in node.elts for found in self.arbitrary_arguments(element))
-        if isinstance(node, ast.Call) and len(node.args) <= 1 and not node.keywords:
-            func = node.func
-            if isinstance(func, ast.Name) and func.id in ("tuple", "frozenset", "list", "sorted") and node.args:
-                return self.arbitrary_arguments(node.args[0])
-            if isinstance(func, ast.Attribute) and func.attr in ("items", "values") and not node.args:
-                return self.arbitrary_arguments(func.value)
-        return ()
+        """The parameters callers may pass anything for that ``node`` is built of
+        (``args``, ``(args, frozenset(kwargs.items()))``, a local grown from them, what a
+        helper makes of them; see :mod:`harness.scan.derived`): hashing it hashes their
+        objects."""
+        return arguments_in(node, self.scope, self._takes_anything)
+
+    def _takes_anything(self, owner: Scope, name: str) -> bool:
+        """``*args`` (and ``**kwargs`` handed on) of any function; while key factories are
+        sought, also a parameter left unannotated or annotated as any object or a plain
+        container of them."""
+        if name in _catch_all(owner.node):
+            return True
+        if not self.seeking_factories or owner is not self.scope or name == owner.bound_param or name not in owner.params:
+            return False
+        annotation = owner.annotations.get(name)
+        if annotation is None:
+            return True
+        if isinstance(annotation, ast.Subscript):
+            annotation = annotation.value
+        return (dotted(annotation) or "").split(".")[-1] in _ANY_OBJECT | _CONTAINERS
 
     def _makes_identity_hashed(self, value: Optional[ast.expr]) -> bool:
         if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):

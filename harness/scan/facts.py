@@ -281,7 +281,24 @@ def _returned_key(body: list[ast.stmt], place, flow) -> Optional[KeyFacts]:
             for target in targets:
                 if isinstance(target, ast.Name):
                     flow.bind(target.id, statement.value, reader)
+        elif isinstance(statement, ast.Expr) and _digest_update(statement.value):
+            # h = blake2b(); h.update(f"{hash(a)}".encode()); return h.hexdigest(): the
+            # digest is fed the key, and is that key, shorter
+            call = statement.value
+            facts = reader.key(call.args[0])
+            if facts is not None:
+                digest = call.func.value.id
+                before = flow.keys.get(digest)
+                flow.bind_key(digest, facts if before is None else before.combined_with(facts, digest))
     return None
+
+
+def _digest_update(node: ast.expr) -> bool:
+    """``h.update(x)`` on a local name, with one argument."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+        and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords
+    )
 
 
 def find_id_attributes(module: ModuleFacts, place_for, factories: dict[str, Factory]) -> None:

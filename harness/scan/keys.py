@@ -140,6 +140,10 @@ class KeyReader:
             target = call.args[0]
             if self.env.is_identity_hashed(target):
                 return KeyFacts(KeyKind.HASH, (target,), f"hash({render(target)})")
+            inner = self.key(target)
+            if inner is not None:
+                # hash(str(id(a)) + name): the hash of a key made of ids is that key, folded
+                return self._combine([target], call)
             passed = self.env.arbitrary_arguments(target)
             if passed:
                 # hash(args) of a function taking *args: any object a caller passes, and a

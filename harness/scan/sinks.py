@@ -21,9 +21,11 @@ _READ_METHODS = {"get", "__getitem__"}
 _CONTAINS_METHODS = {"__contains__"}
 _STORE_METHODS = {"setdefault", "__setitem__"}
 _ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
-# A cache's own setter: ``cache.set(key, value)`` (two arguments at least; ``event.set()``
-# and ``var.set(value)`` are not stores).
-_KEYED_SETTERS = {"set"}
+# A cache's own setter: ``cache.set(key, value)``, ``store.put(key, value)``,
+# ``func_cache.add_cache_entry(key, value)``: a method whose name starts with one of these
+# verbs, given the key first and something more (``event.set()``, ``var.set(value)`` and
+# ``queue.put(item)`` are not stores).
+_KEYED_SETTERS = {"set", "put", "store", "save", "add", "write", "insert", "cache"}
 
 
 class Sinks:
@@ -100,7 +102,7 @@ class Sinks:
             verdict = self.judge.container(receiver, self.place)
             self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict,
                       container=receiver, key=key, sink="membership")
-        elif method in _STORE_METHODS or (method in _KEYED_SETTERS and len(call.args) >= 2):
+        elif method in _STORE_METHODS or (_keyed_setter(method) and len(call.args) >= 2 and method != "insert"):
             value = call.args[1] if len(call.args) > 1 else None
             appended = self._appended_to_result(call)
             self._store(call, receiver, key, argument, value, also_holding=appended)
@@ -188,3 +190,8 @@ class Sinks:
     visit_DictComp = visit_SetComp
     visit_Set = visit_SetComp
     visit_Dict = visit_SetComp
+
+
+def _keyed_setter(method: str) -> bool:
+    """``set``, ``put``, ``add_cache_entry``, ``store_result``: a setter's verb first."""
+    return method.lstrip("_").split("_")[0] in _KEYED_SETTERS

@@ -101,9 +101,10 @@ EXPECTED_USES = {
     "_NOTED": (Confidence.LOW, "nothing reads"),
     "NOTED": (Confidence.HIGH, "whole process"),
 }
-# Memoising decorators (fixtures/memoisers.py): keys made by a nested function, read through
-# a comprehension over the wrapper's arguments, hashed from *args, digested, and stores made
-# through the cache's own get/set; each beside its contrast.
+# Memoising decorators (fixtures/memoisers.py): keys made by a nested function or a helper
+# given the arguments, read through a comprehension over the wrapper's arguments, hashed from
+# *args or from a local grown over them, digested, and stores made through the cache's own
+# get/set or a setter named by its verb; each beside its contrast.
 MEMO_FIXTURE = FIXTURE.parent / "memoisers.py"
 EXPECTED_MEMO = {
     "cache in memo_by_key_maker()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
@@ -120,6 +121,12 @@ EXPECTED_MEMO = {
     "cache in memo_in_foreign_cache.decorator()": (Confidence.HIGH, "wrapper() calls func()"),
     # contrast: keep_read_hooks() in confidence_uses.py, a kept closure that wraps nothing (low)
     "tied in retie_after_init()": (Confidence.HIGH, "which is kept and calls init_fn()"),
+    # keys made of the arguments by a helper, a grown local or a digest; a setter named by its verb
+    "results in memo_through_key_helper()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "kept in memo_by_grown_key()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "stored in memo_by_digest()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "table in memo_in_foreign_table.decorator()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "PropertyCache.values": (Confidence.HIGH, "a memo kept as long as the wrapper"),
 }
 # Entries removed when their object dies (safe, not listed), keys made by a factory that
 # keeps every object it numbers, and weak-valued registries (fixtures/pruned_and_pinned.py).
