@@ -25,6 +25,7 @@ from harness.scan.analyzer import Use
 from harness.scan.decorators import module_level_instance, wrapping_call
 from harness.scan.blockvars import reset_per_block
 from harness.scan.caught import keeps_caught_exceptions
+from harness.scan.callbacks import removed_by_callback
 from harness.scan.closures import kept_for_one_use, memoising_wrapper, wrapper_kept
 from harness.scan.compared import checked_by_identity
 from harness.scan.owned import owned_keys_elsewhere
@@ -93,7 +94,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     saved = [saved_first(hit) for hit in writes]
     if all(saved):
         return Assessment(Confidence.LOW, f"{saved[0]}: the object cannot die while its entries exist")
-    removed = removed_by_the_same_call(writes)
+    removed = removed_by_the_same_call(writes) or removed_by_callback(writes)
     if removed is not None:
         return Assessment(Confidence.LOW, removed)
     last_argument = remembers_last_argument(writes, _own)

@@ -139,6 +139,9 @@ EXPECTED_PRUNED = {
     "_LIVE_LOCKS": (Confidence.LOW, "WeakValueDictionary"),
     "_LOCKS": (Confidence.HIGH, "whole process"),
     "Proxies._all": (Confidence.LOW, "WeakValueDictionary"),
+    "_SAVED_ATTRIBUTES": (Confidence.LOW, "a callback the code hands on"),
+    "_RUNNING": (Confidence.LOW, "a callback the code hands on"),
+    "_NEWEST": (Confidence.HIGH, "whole process"),
 }
 TABLES = {
     FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES, MEMO_FIXTURE: EXPECTED_MEMO, PRUNED_FIXTURE: EXPECTED_PRUNED,
