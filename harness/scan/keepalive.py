@@ -151,6 +151,9 @@ class KeepAlive(Finalizers):
             for target, value in targets:
                 if same_expr(target, container) or not holds(value, obj, flow):
                     continue
+                if self._module_global(target) and self._module_global(container) and self._runs_with(node, sink):
+                    # _LAST_FONT = font beside _LAST_FONT_ID = id(font): module state, kept together
+                    return f"{render(target)} also holds {render(obj)} (line {node.lineno}), a module global beside the saved id"
                 # A holder reached through a local alias counts as the state it aliases
                 # (streams = self.rs_streams if rs else self.ag_streams; streams.append(s)).
                 resolved = aliases(target, self.place)
@@ -160,6 +163,9 @@ class KeepAlive(Finalizers):
                 if holder_roots and holder_roots <= registry_roots and self._runs_with(node, sink):
                     return f"{render(target)} also holds {render(obj)} (line {node.lineno}), with the same lifetime as the key"
         return None
+
+    def _module_global(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Name) and self.place.scope.resolve(node.id)[0] is Binding.MODULE
 
     def _made_here(self, obj: ast.expr) -> bool:
         """Whether ``obj`` is a local of this function bound only to call results (an object

@@ -142,6 +142,7 @@ EXPECTED_PRUNED = {
     "_SAVED_ATTRIBUTES": (Confidence.LOW, "a callback the code hands on"),
     "_RUNNING": (Confidence.LOW, "a callback the code hands on"),
     "_NEWEST": (Confidence.HIGH, "whole process"),
+    "_LAST_STYLE_ID": (Confidence.HIGH, "whole process"),
 }
 TABLES = {
     FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES, MEMO_FIXTURE: EXPECTED_MEMO, PRUNED_FIXTURE: EXPECTED_PRUNED,
