@@ -46,6 +46,7 @@ from harness.scan.unread import never_read
 from harness.scan.uses import harmless_staleness
 from harness.scan.verdict import Lifetime
 from harness.scan.weakvalue import holds_only_weakly
+from harness.scan.weakentries import weak_reference_entries
 from harness.scan.weakvalued import weak_valued
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
 from harness.scan.syntax import render, root_of
@@ -75,7 +76,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "the id is written into a file name, a name registered with the process or an identifier made of the "
             "mapping that holds it, which outlive every object"
         ))
-    harmless = harmless_staleness(hits, writes) or only_in_tests(hits) or weak_valued(primary)
+    harmless = harmless_staleness(hits, writes) or only_in_tests(hits) or weak_valued(primary) or weak_reference_entries(writes)
     if harmless is not None:
         return Assessment(Confidence.LOW, harmless)
 

@@ -143,6 +143,8 @@ EXPECTED_PRUNED = {
     "_RUNNING": (Confidence.LOW, "a callback the code hands on"),
     "_NEWEST": (Confidence.HIGH, "whole process"),
     "_LAST_STYLE_ID": (Confidence.HIGH, "whole process"),
+    "_TRACKED": (Confidence.LOW, "a weak reference to the keyed object"),
+    "_SEEN_ARRAYS": (Confidence.HIGH, "whole process"),
 }
 TABLES = {
     FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES, MEMO_FIXTURE: EXPECTED_MEMO, PRUNED_FIXTURE: EXPECTED_PRUNED,
