@@ -9,9 +9,11 @@ argument itself. It is a tuple of the arguments, a local grown in a loop over th
 arguments within one function: through containers, operators, comprehensions, the locals
 the function assigns and the calls it makes.
 
-A call that turns objects into text or bytes by their value (``json.dumps``,
-``pickle.dumps``), or into a number or a flag by their size or type (``len``, ``type``,
-``isinstance``), ends the chain: its result does not hash by identity. An attribute of an
+A call that turns objects into text or bytes (``json.dumps``, ``pickle.dumps``, ``str``,
+``repr``, ``"~".join``, an f-string), or into a number or a flag by their size or type
+(``len``, ``type``, ``isinstance``), ends the chain: the hash of a text is that of its
+characters. (A plain object's ``repr`` carries its address, so such a key can still meet a
+dead object's entry; the scan leaves that to the text it hashes, as the census does.) An attribute of an
 argument (``arg.name``) is another object, mostly a string, and is not followed either.
 """
 
@@ -27,7 +29,7 @@ from harness.scan.syntax import callee_name, walk_same_scope
 # Calls whose result stands for the value, size or type of their arguments, not their identity.
 _BY_VALUE = {
     "dumps", "dump", "len", "type", "isinstance", "issubclass", "bool", "int", "float", "callable",
-    "hasattr", "getattr", "id", "sizeof", "getsizeof", "nbytes",
+    "hasattr", "getattr", "id", "sizeof", "getsizeof", "nbytes", "str", "repr", "format", "join",
 }
 # Methods that hand back the receiver's own items: ``kwargs.items()``, ``args.copy()``.
 _ITEMS_OF_RECEIVER = {"items", "values", "copy"}
@@ -61,7 +63,7 @@ class _Follower:
             return ()
         if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.DictComp)):
             return self._many([generator.iter for generator in node.generators], depth)
-        if isinstance(node, (ast.Lambda, ast.Constant, ast.Compare, ast.BoolOp)):
+        if isinstance(node, (ast.Lambda, ast.Constant, ast.Compare, ast.BoolOp, ast.JoinedStr)):
             return ()
         return self._many([child for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr)], depth)
 
