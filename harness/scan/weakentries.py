@@ -48,8 +48,8 @@ def _weak_to_key(hit) -> bool:
 
 
 def _reference_called(hit) -> bool:
-    """``container[k]()``, or ``r = container.get(k)`` / ``r = container[k]`` and then
-    ``r()``, somewhere in the module."""
+    """``container[k]()``, or ``r = container.get(k)`` / ``r = container[k]`` / ``for k, r
+    in container.items()`` and then ``r()``, somewhere in the module."""
     container = render(hit.container)
     for scope in hit.module.function_scopes():
         bound: set[str] = set()
@@ -58,11 +58,23 @@ def _reference_called(hit) -> bool:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 if _entry_of(node.value, container):
                     bound.add(node.targets[0].id)
+            elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)) and _entries_of(node.iter, container):
+                bound.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
         for node in nodes:
             if isinstance(node, ast.Call) and not node.args:
                 if _entry_of(node.func, container) or (isinstance(node.func, ast.Name) and node.func.id in bound):
                     return True
     return False
+
+
+def _entries_of(node: ast.expr, container: str) -> bool:
+    """``container.values()``, ``container.items()``, also inside ``list(...)``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple") and node.args:
+        node = node.args[0]
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("values", "items")
+        and render(node.func.value) == container
+    )
 
 
 def _entry_of(node: ast.expr, container: str) -> bool:

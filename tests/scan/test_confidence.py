@@ -145,6 +145,7 @@ EXPECTED_PRUNED = {
     "_LAST_STYLE_ID": (Confidence.HIGH, "whole process"),
     "_TRACKED": (Confidence.LOW, "a weak reference to the keyed object"),
     "_SEEN_ARRAYS": (Confidence.HIGH, "whole process"),
+    "_REPOS": (Confidence.LOW, "a weak reference to the keyed object"),
 }
 TABLES = {
     FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES, MEMO_FIXTURE: EXPECTED_MEMO, PRUNED_FIXTURE: EXPECTED_PRUNED,
