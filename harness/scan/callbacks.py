@@ -23,6 +23,7 @@ storing function itself (an eviction) is not a callback and does not count.
 from __future__ import annotations
 
 import ast
+import weakref
 from typing import Optional
 
 from harness.scan.keepalive import PRUNE_METHODS
@@ -53,35 +54,63 @@ def _callback_removing(hit) -> Optional[tuple[str, int]]:
     module = hit.module
     container = render(hit.container)
     storing = module.scope_of(hit.node).node
+    pruning = _pruning(module)
+    direct = pruning.get(container, [])
     pruners = {
-        scope.node.name for scope in module.function_scopes()
-        if isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _prunes_here(scope.node, container, ())
+        scope.node.name for scope in direct if isinstance(scope.node, (ast.FunctionDef, ast.AsyncFunctionDef))
     }
-    for scope in module.function_scopes():
+    candidates = list(direct)
+    if pruners:
+        candidates += [scope for scope in _nested(module) if _calls_any(scope.node, pruners)]
+    for scope in candidates:
         node = scope.node
         if node is storing or scope.parent is None or scope.parent.kind is not ScopeKind.FUNCTION:
-            continue
-        if not _prunes_here(node, container, pruners):
             continue
         if _handed_on(node, scope.parent.node, module.parents):
             return (getattr(node, "name", "a lambda") + ("()" if hasattr(node, "name") else ""), node.lineno)
     return None
 
 
-def _prunes_here(function: ast.AST, container: str, pruners) -> bool:
-    """``container.pop(...)``, ``del container[...]`` (or a call of a function that does)
-    in ``function``'s own body."""
-    for node in walk_same_scope(function) if not isinstance(function, ast.Lambda) else ast.walk(function.body):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PRUNE_METHODS:
-            if node.args and render(node.func.value) == container:
-                return True
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in pruners:
-            return True
-        if isinstance(node, ast.Delete) and any(
-            isinstance(t, ast.Subscript) and render(t.value) == container for t in node.targets
-        ):
-            return True
-    return False
+# Per module, read once: which functions remove entries of which container (by its text).
+_PRUNING: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _pruning(module) -> dict[str, list]:
+    found = _PRUNING.get(module)
+    if found is None:
+        found = {}
+        for scope in module.function_scopes():
+            for container in _pruned_here(scope.node):
+                found.setdefault(container, []).append(scope)
+        _PRUNING[module] = found
+    return found
+
+
+def _nested(module) -> list:
+    return [scope for scope in module.function_scopes() if scope.parent is not None and scope.parent.kind is ScopeKind.FUNCTION]
+
+
+def _own_nodes(function: ast.AST):
+    return ast.walk(function.body) if isinstance(function, ast.Lambda) else walk_same_scope(function)
+
+
+def _pruned_here(function: ast.AST) -> set[str]:
+    """The containers ``function``'s own body removes entries from: ``c.pop(...)``, ``del
+    c[...]``."""
+    found = set()
+    for node in _own_nodes(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in PRUNE_METHODS and node.args:
+            found.add(render(node.func.value))
+        elif isinstance(node, ast.Delete):
+            found.update(render(t.value) for t in node.targets if isinstance(t, ast.Subscript))
+    return found
+
+
+def _calls_any(function: ast.AST, names: set[str]) -> bool:
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names
+        for node in _own_nodes(function)
+    )
 
 
 def _handed_on(function: ast.AST, maker: ast.AST, parents: dict) -> bool:
