@@ -51,8 +51,10 @@ only through a ``weakref.ref`` no hit calls; and a memoising wrapper's store, ho
 container is reached (a captured variable, an attribute of the captured ``self`` filled
 through the cache's own ``get``/``set``): a nested function that calls the function its maker
 was given with its own arguments and keys the result by them, directly or through a key made
-from them (``hash(args)``, a digest of the arguments' hashes, a nested ``make_key(*args)``);
-and a kept closure that stands in for a function its maker was given (it calls that function
+from them (``hash(args)``, the hash of a tuple or local grown over them, a helper or key
+factory in any scanned file given them, a digest fed the arguments' hashes, a nested
+``make_key(*args)``), also when the wrapper is made by a method of a module-level instance or
+handed back inside a call (``return property(wrapper)``); and a kept closure that stands in for a function its maker was given (it calls that function
 with its own arguments).
 **Low**, with the reason: only lookups are in the scanned files; nothing reads the registry
 at all where every read would be in view (a local, a closure's, a private attribute or module
@@ -71,7 +73,9 @@ manager whose users decide how long the keyed objects live); the keys are ids of
 own object (``self``, what it holds) kept in a container of another object the code's object
 was given or built (``self._program.opts[id(self)]``); the call that stores each entry
 removes it again outside a ``finally`` (left only when the work between raises); the
-container is a ``WeakValueDictionary``; every use is in a test module (``test_*.py``,
+container is a ``WeakValueDictionary``, or each entry is a ``weakref.ref`` to its own keyed
+object that some read calls; a callback the code hands on (an undo closure appended for
+teardown, a lambda given to ``add_done_callback``) removes the entries; every use is in a test module (``test_*.py``,
 ``*_test.py``, ``conftest.py``); the container is an attribute emptied in a ``finally`` (the
 ids of one ``repr`` or walk); or a stale entry changes nothing a user sees: source in
 ``linecache.cache`` (also under an imported alias), stores made only under ``if flag:`` of a
@@ -136,7 +140,8 @@ It is safe when:
 * a ``finally:`` of the same function removes the entry again (a recursion guard: the
   entry lives only while the call that holds the object runs);
 * another store in the same function, into state with the same root (``self``, ``cls``, the
-  same global) and in the same or an enclosing block, holds the object;
+  same global, or another module global beside a saved id: ``_LAST = x`` with ``_LAST_ID =
+  id(x)``) and in the same or an enclosing block, holds the object;
 * the container is a local that never escapes (not returned, yielded, stored elsewhere or
   captured by a nested function), a temporary, a copy-protocol memo (a parameter named
   ``memo`` or any parameter of ``__deepcopy__``), or a parameter that every caller in the
@@ -176,7 +181,9 @@ returned; each hazard then gets its confidence (above).
 Data flow
 ---------
 ``reg[id(x)].append(v)`` (any mutating method on the looked-up entry) is a store into
-``reg``, not a lookup. A container returned by a ``@functools.cache``/``lru_cache`` function
+``reg``, not a lookup; so is ``cache.set(key, value)`` and any method named by a setter's
+verb (``put``, ``store``, ``save``, ``add_entry``, ...) given the key first and something
+more. A container returned by a ``@functools.cache``/``lru_cache`` function
 is one process-wide registry (the cache hands the same one to every caller), not a new
 container per call. A local bound to a call of a function annotated to return a class of the
 same file (``-> Mode | None``) is named as that class's attribute (``Mode.cache``).
@@ -197,7 +204,12 @@ neither ``__eq__`` nor ``__hash__`` (or whose ``__hash__`` returns ``id(self)``)
 dataclass/attrs class, and whose bases are such classes or ``object``, ``nn.Module``,
 ``torch.Tensor``, ``Parameter``, ``ABC``; ``hash(x)`` for a parameter annotated ``Tensor``,
 ``Module``, ``Parameter`` or such a class; ``hash(x)`` for a local bound only to ``Cls()``
-of such a class or to ``object()``. Anything of unknown type is not flagged.
+of such a class or to ``object()``. And ``hash()`` of what callers pass: ``*args`` (and
+``**kwargs`` handed on), a tuple, a local grown over them or what a helper makes of them
+(:mod:`harness.scan.derived`), and, in a key factory, a parameter left unannotated or
+annotated as any object or a plain container; text made of them (``str``, ``repr``, a
+``join``, an f-string, ``json.dumps``) ends that chain. Anything else of unknown type is not
+flagged. ``hash()`` of a key made of ids is that key.
 
 Suppressions
 ------------
