@@ -121,7 +121,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
         # show that the keyed objects live as long (a mark(value) that returns its argument
         # is no registering decorator).
         passed = [_callers_pass_immortals(hit) for hit in writes]
-        return Assessment(Confidence.LOW, passed[0]) if all(passed) else Assessment(Confidence.HIGH, state)
+        if all(passed):
+            return Assessment(Confidence.LOW, passed[0])
+        return Assessment(Confidence.LOW, _GUESSED) if _guessed(writes) else Assessment(Confidence.HIGH, state)
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(owned.confidence, owned.reason)
@@ -209,9 +211,23 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "the container is captured by a function that is installed or kept, but not as a memo of its callers' "
             "arguments: how long it is called, and with which objects, the scan cannot follow"
         ))
+    if _guessed(writes):
+        return Assessment(Confidence.LOW, _GUESSED)
     if "thread-local storage" in primary.verdict.reason:
         return Assessment(Confidence.HIGH, "the container is kept in thread-local storage across calls, and the keyed objects come from callers")
     return Assessment(Confidence.HIGH, "the container lives for the whole process and the keyed objects come from callers")
+
+
+_GUESSED = (
+    "the key is hash() of whatever the callers pass, an identity only for plain objects: a memo of any "
+    "function's arguments meets them, and this is no memo, so which values come (strings, tuples, objects) "
+    "the scan cannot tell"
+)
+
+
+def _guessed(writes: list) -> bool:
+    """Every store keys by a hash of the callers' values (see KeyFacts.guessed)."""
+    return bool(writes) and all(hit.key is not None and hit.key.guessed for hit in writes)
 
 
 # ---- where the keyed objects come from ---------------------------------------------------

@@ -64,10 +64,6 @@ class Place:
         binding, owner = self.scope.resolve(node.id)
         if owner.bound_param == node.id and binding in (Binding.PARAM, Binding.CLOSURE) and not owner.binds_class:
             return self.module.identity_hashed_class(owner.class_name)
-        if self.seeking_factories and binding is Binding.PARAM and owner.bound_param != node.id:
-            annotation = dotted(owner.annotations[node.id]) if node.id in owner.annotations else "Any"
-            if (annotation or "").split(".")[-1] in _ANY_OBJECT:
-                return True
         if binding is Binding.PARAM and node.id in owner.annotations:
             annotation = dotted(owner.annotations[node.id]) or ""
             tail = annotation.split(".")[-1]
@@ -123,7 +119,7 @@ class Place:
             argument = _argument_for(call, factory.params, param)
             if argument is not None:
                 objects.append(argument)
-        return KeyFacts(factory.kind, tuple(objects), f"{render(call)} (returns {factory.returned})")
+        return KeyFacts(factory.kind, tuple(objects), f"{render(call)} (returns {factory.returned})", factory.guessed)
 
     # ---- lookups the analyzer shares ---------------------------------------------------
 

@@ -55,6 +55,7 @@ class Factory:
     object_params: tuple[str, ...]
     returned: str
     where: str
+    guessed: bool = False   # the key is hash() of whatever callers pass (see KeyFacts.guessed)
 
 
 class ModuleFacts:
@@ -228,7 +229,7 @@ def find_factories(modules: list[ModuleFacts], place_for) -> dict[str, Factory]:
                     root.id for root in map(name_root, facts.objects) if root is not None and root.id in params
                 ))
                 factories[qualified] = Factory(
-                    qualified, facts.kind, params, object_params, facts.text, f"{module.path}:{node.lineno}"
+                    qualified, facts.kind, params, object_params, facts.text, f"{module.path}:{node.lineno}", facts.guessed
                 )
         if len(factories) == before:
             break

@@ -36,10 +36,13 @@ class KeyFacts:
     kind: KeyKind
     objects: tuple[ast.expr, ...]
     text: str
+    # hash() of whatever callers pass: an identity hash only when they pass plain objects,
+    # which a memo of any function's arguments meets and a function of strings does not
+    guessed: bool = False
 
     def combined_with(self, other: "KeyFacts", text: str) -> "KeyFacts":
         kind = KeyKind.HASH if self.kind is other.kind is KeyKind.HASH else KeyKind.COMPOSITE
-        return KeyFacts(kind, self.objects + other.objects, text)
+        return KeyFacts(kind, self.objects + other.objects, text, self.guessed and other.guessed)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,7 +151,7 @@ class KeyReader:
             if passed:
                 # hash(args) of a function taking *args: any object a caller passes, and a
                 # plain instance hashes by its address.
-                return KeyFacts(KeyKind.HASH, passed, f"hash({render(target)})")
+                return KeyFacts(KeyKind.HASH, passed, f"hash({render(target)})", guessed=True)
             return None
         if isinstance(call.func, ast.Name) and name in _KEY_FORMATTERS and call.args:
             return self._combine(list(call.args), call)
@@ -189,8 +192,8 @@ class KeyReader:
         if found is None:
             return None
         if found.kind is KeyKind.HASH:
-            return KeyFacts(KeyKind.HASH, found.objects, render(node))
-        return KeyFacts(KeyKind.COMPOSITE, found.objects, render(node))
+            return KeyFacts(KeyKind.HASH, found.objects, render(node), found.guessed)
+        return KeyFacts(KeyKind.COMPOSITE, found.objects, render(node), found.guessed)
 
     def is_id_call(self, call: ast.Call) -> bool:
         """``id(x)`` with the builtin id (not a local or global that shadows it)."""

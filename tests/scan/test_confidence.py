@@ -115,7 +115,7 @@ EXPECTED_MEMO = {
     "in_progress in guarded_by_removal()": (Confidence.LOW, "removes it again"),
     "started in guarded_never_removed()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "DIGESTS": (Confidence.HIGH, "whole process"),
-    "SEEN_CALLS": (Confidence.HIGH, "whole process"),
+    "SEEN_CALLS": (Confidence.LOW, "this is no memo"),
     "TimedCache._values": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "TimedCache._times": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "cache in memo_in_foreign_cache.decorator()": (Confidence.HIGH, "wrapper() calls func()"),
@@ -127,6 +127,7 @@ EXPECTED_MEMO = {
     "stored in memo_by_digest()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "table in memo_in_foreign_table.decorator()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "PropertyCache.values": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "_PLANS": (Confidence.LOW, "this is no memo"),
 }
 # Entries removed when their object dies (safe, not listed), keys made by a factory that
 # keeps every object it numbers, and weak-valued registries (fixtures/pruned_and_pinned.py).
