@@ -209,7 +209,8 @@ of such a class or to ``object()``. And ``hash()`` of what callers pass: ``*args
 (:mod:`harness.scan.derived`), and, in a key factory, a parameter left unannotated or
 annotated as any object or a plain container; text made of them (``str``, ``repr``, a
 ``join``, an f-string, ``json.dumps``) ends that chain. Anything else of unknown type is not
-flagged. ``hash()`` of a key made of ids is that key.
+flagged. ``hash()`` of a key made of ids is that key. A key that is ``hash()`` of what callers
+pass is high only in a memoising wrapper; elsewhere it is low (the callers may pass strings).
 
 Suppressions
 ------------
