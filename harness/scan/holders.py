@@ -75,7 +75,7 @@ def immortal(obj: ast.expr, place) -> Optional[str]:
         return f"{render(obj)} is a class, and classes live for the whole process"
     if isinstance(obj, ast.Attribute):
         root, parts = root_of(obj)
-        if "[]" not in parts and isinstance(root, ast.Name) and _module_binding(root.id, place) == "import":
+        if "[]" not in parts and isinstance(root, ast.Name) and module_binding(root.id, place) == "import":
             index = place.module.index
             if index is not None and index.replaced([root.id, *parts]) is not None:
                 return None   # config.graph where some file sets x.graph = ...: replaced, so it can die
@@ -90,7 +90,7 @@ def immortal(obj: ast.expr, place) -> Optional[str]:
         return f"{obj.id} is the class {owner.class_name} (or a subclass), and classes live for the whole process"
     if binding is not Binding.MODULE:
         return None
-    kind = _module_binding(obj.id, place)
+    kind = module_binding(obj.id, place)
     if kind in ("def", "class", "import"):
         return f"{obj.id} is a module-level {'function' if kind == 'def' else kind if kind == 'class' else 'import'}, which lives for the whole process"
     if kind is None and obj.id in _BUILTIN_NAMES:
@@ -98,7 +98,7 @@ def immortal(obj: ast.expr, place) -> Optional[str]:
     return None
 
 
-def _module_binding(name: str, place) -> Optional[str]:
+def module_binding(name: str, place) -> Optional[str]:
     """How the module binds ``name`` at top level: "def", "class", "import", "value", or
     None when it does not."""
     module = place.module

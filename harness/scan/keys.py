@@ -146,7 +146,8 @@ class KeyReader:
             inner = self.key(target)
             if inner is not None:
                 # hash(str(id(a)) + name): the hash of a key made of ids is that key, folded
-                return self._combine([target], call)
+                # (a hash value, as hash(obj) is: a key, not an id saved for comparison)
+                return KeyFacts(KeyKind.HASH, inner.objects, f"hash({render(target)})", inner.guessed)
             passed = self.env.arbitrary_arguments(target)
             if passed:
                 # hash(args) of a function taking *args: any object a caller passes, and a

@@ -12,9 +12,10 @@ from harness.scan.codes import Code
 from harness.scan.destinations import MUTATORS
 from harness.scan.framemates import creation_held
 from harness.scan.hits import Use, code_for
-from harness.scan.holders import holds
+from harness.scan.holders import holds, module_binding
 from harness.scan.keepalive import PRUNE_METHODS
-from harness.scan.syntax import render
+from harness.scan.scopes import Binding
+from harness.scan.syntax import render, root_of
 from harness.scan.verdict import Verdict
 
 _READ_METHODS = {"get", "__getitem__"}
@@ -102,13 +103,29 @@ class Sinks:
             verdict = self.judge.container(receiver, self.place)
             self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict,
                       container=receiver, key=key, sink="membership")
-        elif method in _STORE_METHODS or (_keyed_setter(method) and len(call.args) >= 2 and method != "insert"):
+        elif method in _STORE_METHODS or (self._keyed_setter(method, receiver) and len(call.args) >= 2):
             value = call.args[1] if len(call.args) > 1 else None
             appended = self._appended_to_result(call)
             self._store(call, receiver, key, argument, value, also_holding=appended)
         elif method in _ELEMENT_METHODS or method == "insert":
             self._store(call, receiver, key, argument, None, sink="element")
 
+
+    def _keyed_setter(self, method: str, receiver: ast.expr) -> bool:
+        """``set``, ``put``, ``add_cache_entry``, ``store_result``: a setter's verb first; of
+        an imported module (``signal_handling._set_worker_pids(id(self), pids)``) only the
+        bare verbs, since a module's function named like a setter is no cache's store."""
+        word = method.lstrip("_")
+        if word == "insert":
+            return False
+        if word in _KEYED_SETTERS:
+            return True
+        root, _ = root_of(receiver)
+        imported = (
+            isinstance(root, ast.Name) and self.place.scope.resolve(root.id)[0] is Binding.MODULE
+            and module_binding(root.id, self.place) == "import"
+        )
+        return not imported and word.split("_")[0] in _KEYED_SETTERS
 
     def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
         """``d.setdefault(id(x), []).append(x)``: the object appended to the entry; also
@@ -191,7 +208,3 @@ class Sinks:
     visit_Set = visit_SetComp
     visit_Dict = visit_SetComp
 
-
-def _keyed_setter(method: str) -> bool:
-    """``set``, ``put``, ``add_cache_entry``, ``store_result``: a setter's verb first."""
-    return method.lstrip("_").split("_")[0] in _KEYED_SETTERS
