@@ -30,7 +30,7 @@ import sqlite3
 import sys
 
 from cases.blind.pinned import Pins
-from cases.blind.test_blind_census_6_a import _Account, _answers, _balance
+from cases.blind.test_blind_census_6_a import _answers
 from cases.blind.test_blind_census_7_a import _instance_answer, _memoized_balance
 
 PINS = Pins("python-redis-caching==0.0.6", "pi-cache==0.5.5", "redis-cache-toolkit==0.1.0",
@@ -47,18 +47,14 @@ def test_python_redis_caching_returns_a_dead_arguments_result():
     manager_module = PINS.need("python-redis-caching", "redis_cache.cache_manager")
     import fakeredis
 
-    def balance(reuse: bool) -> int:
+    def memoize(function):
         manager = manager_module.CacheManager("localhost")
         manager._redis_cli = fakeredis.FakeRedis(server=fakeredis.FakeServer(),
                                                   decode_responses=True)
-        first, result = _answers(lambda account: manager.use_cache("balance", _balance, account),
-                                 lambda: _Account(5), lambda: _Account(70),
-                                 lambda: object.__new__(_Account), reuse)
-        assert first == 5
-        return result
+        return lambda account: manager.use_cache("balance", function, account)
 
-    assert balance(reuse=True) == 5     # released: the dead result
-    assert balance(reuse=False) == 70   # control
+    assert _memoized_balance(memoize, reuse=True) == 5     # released: the dead result
+    assert _memoized_balance(memoize, reuse=False) == 70   # control
 
 
 def test_pi_cache_file_cache_returns_a_dead_arguments_result(tmp_path):
@@ -118,13 +114,14 @@ def test_redis_lru_returns_a_dead_arguments_result():
     assert _memoized_balance(memoize, reuse=False) == 70   # control
 
 
-def _symphra_account(symphra):
-    """A class whose balance is a symphra CachedProperty over a memory cache of its own."""
+def _account_class(decorate):
+    """A class whose balance is read through ``reading``, decorated by ``decorate``; a new
+    class (and so a new cache) for every scenario."""
     class Account:
         def __init__(self, balance: int):
             self.balance = balance
 
-        @symphra.CachedProperty(symphra.create_memory_cache(), ttl=3600)
+        @decorate
         def reading(self) -> int:
             return self.balance
 
@@ -137,11 +134,14 @@ def test_symphra_cache_cached_property_gives_a_new_instance_a_dead_ones_value():
     address reads the dead one's value."""
     symphra = PINS.need("symphra-cache", "symphra_cache")
 
+    def account_class():
+        return _account_class(symphra.CachedProperty(symphra.create_memory_cache(), ttl=3600))
+
     def reading(account) -> int:
         return account.reading
 
-    assert _instance_answer(_symphra_account(symphra), reading, reuse=True) == 5    # released
-    assert _instance_answer(_symphra_account(symphra), reading, reuse=False) == 70  # control
+    assert _instance_answer(account_class(), reading, reuse=True) == 5    # released: the dead value
+    assert _instance_answer(account_class(), reading, reuse=False) == 70  # control
 
 
 def test_smart_cache_returns_a_dead_arguments_result(tmp_path, monkeypatch):
@@ -188,19 +188,6 @@ def test_twat_cache_redis_engine_returns_a_dead_arguments_result(monkeypatch):
     assert _memoized_balance(memoize, reuse=False) == 70   # control
 
 
-def _remembered_account(remembers):
-    """A class whose balance is read through a method remembered per instance."""
-    class Account:
-        def __init__(self, balance: int):
-            self.balance = balance
-
-        @remembers.remember()
-        def reading(self) -> int:
-            return self.balance
-
-    return Account
-
-
 def test_remembers_gives_a_new_instance_a_dead_ones_result():
     """remembers/cache_key_builder.py:88-92 keys a remembered method's self by str(id(self)) in
     the in-memory default, and the LRU cache keeps only the result: an instance born on a dead
@@ -210,8 +197,8 @@ def test_remembers_gives_a_new_instance_a_dead_ones_result():
     def reading(account) -> int:
         return account.reading()
 
-    assert _instance_answer(_remembered_account(remembers), reading, reuse=True) == 5    # released
-    assert _instance_answer(_remembered_account(remembers), reading, reuse=False) == 70  # control
+    assert _instance_answer(_account_class(remembers.remember()), reading, reuse=True) == 5    # released
+    assert _instance_answer(_account_class(remembers.remember()), reading, reuse=False) == 70  # control
 
 
 def test_cachingutils_returns_a_dead_arguments_result():
