@@ -31,19 +31,10 @@ import sys
 import types
 
 from cases.blind.pinned import Pins
-from harness.idreuse.landing import LANDING_LIMIT, land
+from cases.blind.pinned import next_object as _next
 from harness.idreuse.morgue import quiet_allocator
 
 PINS = Pins("sio-messenger==2026.2", "wired==0.4", "raven==6.10.0", "aiozk==0.32.0", "bubus==1.5.6")
-
-
-def _next(box: list, make, reuse: bool, limit: int = LANDING_LIMIT):
-    """The next object and the misses to keep: born on the address of the one in ``box``
-    (freed here) when ``reuse``, else made anywhere while the first is kept (the control)."""
-    if not reuse:
-        return make(), []
-    landing, held = land(box, make, limit)
-    return landing.require(), held
 
 
 def test_sio_messenger_runs_a_dead_sources_reactions_for_a_new_source(monkeypatch):
