@@ -10,7 +10,7 @@ import warnings
 
 import pytest
 
-from harness.idreuse.landing import land
+from harness.idreuse.landing import LANDING_LIMIT, land
 from harness.idreuse.morgue import quiet_allocator
 
 
@@ -63,3 +63,12 @@ def reborn(box: list, make):
         born = landing.require()
         del held
     return born
+
+
+def next_object(box: list, make, reuse: bool, limit: int = LANDING_LIMIT):
+    """The next object and the misses to keep: born on the address of the one in ``box``
+    (freed here) when ``reuse``, else made anywhere while the first is kept (the control)."""
+    if not reuse:
+        return make(), []
+    landing, held = land(box, make, limit)
+    return landing.require(), held

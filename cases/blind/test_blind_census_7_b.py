@@ -33,21 +33,12 @@ import types
 
 
 from cases.blind.pinned import Pins, require
-from harness.idreuse.landing import LANDING_LIMIT, land
+from cases.blind.pinned import next_object as _next
 from harness.idreuse.morgue import quiet_allocator
 
 PINS = Pins("pyannotate==1.2.0", "scoop==0.7.2.0", "aiomonitor==0.7.1", "ppft==1.7.8", "upsonic==0.77.3")
 
 # Two function bodies of one bytecode length, so their code objects share a size class.
-def _next(box: list, make, reuse: bool, limit: int = LANDING_LIMIT):
-    """The next object and the misses to keep: born on the address of the one in ``box``
-    (freed here) when ``reuse``, else made anywhere while the first is kept (the control)."""
-    if not reuse:
-        return make(), []
-    landing, held = land(box, make, limit)
-    return landing.require(), held
-
-
 _HELPER = "def helper(x):\n    return x + 1\n"
 _USER = "def user_fn(x):\n    return x * 2\n"
 
