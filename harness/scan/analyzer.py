@@ -152,6 +152,8 @@ class ModuleAnalyzer(Sinks, KeepAlive, Counting, IndirectStores):
             self.place.flow.bind(target.id, value, self.reader)
         elif isinstance(target, ast.Attribute):
             self._saved_id(target, value, statement)
+            if isinstance(target.value, ast.Name) and value is not None:
+                self.place.flow.attach(target.value.id, value)
             self.visit(target.value)
         elif isinstance(target, ast.Subscript):
             key = self.reader.key(target.slice)

@@ -178,8 +178,9 @@ def memoising_wrapper(writes: list) -> Optional[str]:
         if hit.key is None:
             return None
         parents = hit.module.parents
-        if hit.key.objects:
-            if not all(_argument_of_nested(obj, scope, frame, parents) for obj in hit.key.objects):
+        objects = [obj for obj in hit.key.objects if not _display(obj)]
+        if objects:
+            if not all(_argument_of_nested(obj, scope, frame, parents) for obj in objects):
                 return None
         elif not _made_from_own_arguments(hit, scope):
             return None
@@ -194,6 +195,57 @@ def memoising_wrapper(writes: list) -> Optional[str]:
         f"{name}() calls {wrapped}(), which its maker was given, with its own arguments and keys the result by "
         "them: a memo kept as long as the wrapper, while each call's arguments can die after it"
     )
+
+
+def memoising_method(writes: list) -> Optional[str]:
+    """Why every store is made by a function that calls a function it is given with the rest
+    of its own arguments and keys the result by them (``def use_cache(self, key, f, *args):
+    ... result = f(*args) ... self._store(make_key(args), result)``), or None: a memo
+    service, whose store outlives each call's arguments as a memoising wrapper's does."""
+    named = None
+    for hit in writes:
+        scope = hit.module.scope_of(hit.node)
+        node = scope.node
+        if hit.key is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return None
+        if hit.key.objects:
+            roots = [name_root(obj) for obj in hit.key.objects]
+            if not all(root is not None and root.id in scope.params and root.id != scope.bound_param for root in roots):
+                return None
+        elif not _made_from_own_arguments(hit, scope):
+            return None
+        called = _calls_given_function(node, scope)
+        if called is None:
+            return None
+        named = named or (node.name, called)
+    if named is None:
+        return None
+    name, called = named
+    return (
+        f"{name}() calls {called}(), a function it is given, with its own arguments and keys the result by them: "
+        "a memo kept as long as its store, while each call's arguments can die after it"
+    )
+
+
+def _calls_given_function(function: ast.AST, scope: Scope) -> Optional[str]:
+    """The parameter of ``function`` it calls with its own variadic arguments
+    (``f(*args, **kwargs)``), or None."""
+    variadic = {a.arg for a in (function.args.vararg, function.args.kwarg) if a is not None}
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in scope.params):
+            continue
+        if node.func.id == scope.bound_param or node.func.id in scope.assigned:
+            continue
+        if any(isinstance(a, ast.Starred) and isinstance(a.value, ast.Name) and a.value.id in variadic for a in node.args):
+            return node.func.id
+    return None
+
+
+def _display(node: ast.expr) -> bool:
+    """A literal made at the call (``{}``, ``()``, ``[]``, ``7``): nothing a caller passes."""
+    if isinstance(node, (ast.Dict, ast.List, ast.Tuple, ast.Set)):
+        return not any(isinstance(child, ast.Name) for child in ast.walk(node))
+    return isinstance(node, ast.Constant)
 
 
 def _made_from_own_arguments(hit, scope: Scope) -> bool:
@@ -218,13 +270,40 @@ def _wrapped_call(function: ast.AST, scope: Scope) -> Optional[str]:
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
             continue
         binding, owner = scope.resolve(node.func.id)
-        if binding is not Binding.CLOSURE or owner is scope or node.func.id not in owner.params:
+        if binding is not Binding.CLOSURE or owner is scope or not _given_to(owner, node.func.id):
             continue   # the wrapped function is one an enclosing function was given
         roots = [root_of(a)[0] for a in _given(node)]   # func(X[beg:end]) passes (a part of) X
         if any(isinstance(r, ast.Name) and r.id in own for r in roots):
             found.append((owner is not scope.parent, node.lineno, node.func.id))
     # the function the nearest maker was given (decorator(func)), not an option of an outer one
     return min(found)[2] if found else None
+
+
+def _given_to(maker: Scope, name: str) -> bool:
+    """``name`` is a parameter of ``maker``, or a variable of it that is assigned nothing but
+    parameters (``func = None``, then ``func = f`` in the inner decorator, ``nonlocal func``):
+    what the maker, in one of its forms, was given."""
+    if name in maker.params:
+        return True
+    sources = [value for value in maker.values.get(name, []) if not (isinstance(value, ast.Constant) and value.value is None)]
+    return all(isinstance(value, ast.Name) and value.id in maker.params for value in sources) and _set_by_nested(maker, name)
+
+
+def _set_by_nested(maker: Scope, name: str) -> bool:
+    """A function nested in ``maker`` declares ``name`` nonlocal and assigns it one of its
+    own parameters."""
+    for node in ast.walk(maker.node):
+        if node is maker.node or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        declared = any(isinstance(n, ast.Nonlocal) and name in n.names for n in node.body)
+        params = {a.arg for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs}
+        assigned = [
+            n.value for n in ast.walk(node)
+            if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+        ]
+        if declared and assigned and all(isinstance(v, ast.Name) and v.id in params for v in assigned):
+            return True
+    return False
 
 
 def _given(call: ast.Call) -> list[ast.expr]:

@@ -22,11 +22,11 @@ from types import SimpleNamespace
 from typing import Iterable, Optional
 
 from harness.scan.analyzer import Use
-from harness.scan.decorators import module_level_instance, wrapping_call
+from harness.scan.decorators import descriptor_read, module_level_instance, wrapping_call
 from harness.scan.blockvars import reset_per_block
 from harness.scan.caught import keeps_caught_exceptions
 from harness.scan.callbacks import removed_by_callback
-from harness.scan.closures import kept_for_one_use, memoising_wrapper, wrapper_kept
+from harness.scan.closures import kept_for_one_use, memoising_method, memoising_wrapper, wrapper_kept
 from harness.scan.compared import checked_by_identity
 from harness.scan.owned import owned_keys_elsewhere
 from harness.scan.pins import Pin, pinned_by_factory
@@ -106,12 +106,18 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if caught is not None and unread is None:
         return Assessment(Confidence.HIGH, caught)
     if lifetime is Lifetime.PARAM:
+        memo = (memoising_wrapper(writes) or wrapper_kept(writes)) if all(map(_maker_given, writes)) else None
+        if memo is not None:
+            return Assessment(Confidence.HIGH, memo)   # the store its maker was given, kept as long as the wrapper
         return Assessment(Confidence.LOW, (
             "the container is the caller's: whether it outlives the keyed objects depends on callers the scan cannot follow"
         ))
     if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
             return Assessment(owned.confidence, owned.reason)
+        memo = memoising_wrapper(writes) or memoising_method(writes)
+        if memo is not None:
+            return Assessment(Confidence.HIGH, memo)   # a memo's store fetched on each call: a shared one
         state = module_state_getter(primary)
         if state is None:
             return Assessment(Confidence.LOW, (
@@ -135,9 +141,15 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
                 f"{wrapper} calls the function its instance wraps, keyed by the arguments: a decorator's cache, "
                 "which lives as long as the decorated function while the arguments come and go"
             ))
-        memo = memoising_wrapper(writes)
+        memo = memoising_wrapper(writes) or memoising_method(writes)
         if memo is not None:
             return Assessment(Confidence.HIGH, memo)   # a memo, of a module-level instance or not
+        read_on = [descriptor_read(hit, _scope(hit), hit.key.objects if hit.key else ()) for hit in writes]
+        if all(read_on):
+            return Assessment(Confidence.HIGH, (
+                f"{read_on[0]} keys by the instance it is read on: a descriptor lives as long as its class, "
+                "while the instances come and go"
+            ))
         singleton = module_level_instance(_scope(primary), primary.module.index)
         if singleton is not None:
             return Assessment(Confidence.LOW, (
@@ -212,7 +224,8 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "arguments: how long it is called, and with which objects, the scan cannot follow"
         ))
     if _guessed(writes):
-        return Assessment(Confidence.LOW, _GUESSED)
+        memo = memoising_wrapper(writes) or memoising_method(writes)
+        return Assessment(Confidence.HIGH, memo) if memo is not None else Assessment(Confidence.LOW, _GUESSED)
     if "thread-local storage" in primary.verdict.reason:
         return Assessment(Confidence.HIGH, "the container is kept in thread-local storage across calls, and the keyed objects come from callers")
     return Assessment(Confidence.HIGH, "the container lives for the whole process and the keyed objects come from callers")
@@ -223,6 +236,16 @@ _GUESSED = (
     "function's arguments meets them, and this is no memo, so which values come (strings, tuples, objects) "
     "the scan cannot tell"
 )
+
+
+def _maker_given(hit) -> bool:
+    """The container is a parameter of a function enclosing the one that stores (the
+    storage a decorator is given), not one of the storing function's own."""
+    root, _ = root_of(hit.container) if hit.container is not None else (None, None)
+    if not isinstance(root, ast.Name):
+        return False
+    binding, owner = _scope(hit).resolve(root.id)
+    return binding is Binding.CLOSURE and root.id in owner.params
 
 
 def _guessed(writes: list) -> bool:

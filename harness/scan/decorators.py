@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.syntax import walk_same_scope
+from harness.scan.syntax import name_root, walk_same_scope
 
 
 def wrapping_call(scope) -> Optional[str]:
@@ -42,6 +42,45 @@ def wrapping_call(scope) -> Optional[str]:
         ):
             return f"{scope.class_name}.__call__"
     return None
+
+
+def descriptor_read(hit, scope, objects) -> Optional[str]:
+    """``Class.__get__`` when ``scope`` is the ``__get__`` of a descriptor, every keyed
+    object is the instance it is read on (``id(instance)``) and the entry is not made from
+    that instance, else None: a descriptor is a class attribute, kept as long as its class,
+    while the instances it is read on come and go (a cached property keyed by the instance's
+    id). An entry made from the instance (``Group(instance)``) holds it, or a weak reference
+    to it, as its maker chooses."""
+    node = scope.node if scope is not None else None
+    if not (scope.class_name and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "__get__"):
+        return None
+    params = [arg.arg for arg in node.args.posonlyargs + node.args.args]
+    if len(params) < 2 or not objects:
+        return None
+    roots = [name_root(obj) for obj in objects]
+    if not all(root is not None and root.id == params[1] for root in roots):
+        return None
+    if _made_from(_stored_value(hit), params[1]):
+        return None
+    return f"{scope.class_name}.__get__"
+
+
+def _stored_value(hit) -> Optional[ast.expr]:
+    """The value a store puts in: ``d[k] = value``, ``d.setdefault(k, value)``."""
+    if isinstance(hit.node, ast.Call):
+        return hit.node.args[1] if len(hit.node.args) > 1 else None
+    statement = hit.module.parents.get(hit.node)
+    return statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
+
+
+def _made_from(value: Optional[ast.expr], name: str) -> bool:
+    """``value`` calls something with ``name``, or a part of it, as an argument."""
+    for node in ast.walk(value) if value is not None else ():
+        if isinstance(node, ast.Call):
+            given = [*node.args, *(k.value for k in node.keywords)]
+            if any(isinstance(n, ast.Name) and n.id == name for argument in given for n in ast.walk(argument)):
+                return True
+    return False
 
 
 def module_level_instance(scope, index) -> Optional[str]:

@@ -15,11 +15,33 @@ import dataclasses
 from typing import Optional
 
 from harness.scan.hits import Use, code_for
+from harness.scan.scopes import Binding
 from harness.scan.syntax import callee_name, render, walk_same_scope
 
 _KEYED_STORES = {"setdefault", "__setitem__"}
 _ELEMENT_STORES = {"add", "append", "appendleft"}
 _KEYED_READS = {"get", "__getitem__", "__contains__"}
+# A cache's own setter: ``cache.set(key, value)``, ``store.put(key, value)``,
+# ``func_cache.add_cache_entry(key, value)``, a Redis client's ``setex(key, ttl, value)``: a
+# method whose name starts with one of these verbs, given the key first and something more
+# (``event.set()``, ``var.set(value)`` and ``queue.put(item)`` are not stores).
+KEYED_SETTERS = {"set", "setex", "psetex", "put", "store", "save", "add", "write", "insert", "cache"}
+# Setters given a time before the value.
+_TIMED_SETTERS = {"setex", "psetex"}
+
+
+def setter_verb(method: str) -> bool:
+    """``set``, ``put``, ``add_cache_entry``, ``set_one``: a method named by a setter's verb
+    (``insert`` puts by position, not by key)."""
+    word = method.lstrip("_")
+    return word != "insert" and word.split("_")[0] in KEYED_SETTERS
+
+
+def setter_value(call: ast.Call) -> Optional[ast.expr]:
+    """The value a keyed store call stores: its second argument, or its third for a setter
+    given a time first."""
+    index = 2 if callee_name(call) in _TIMED_SETTERS else 1
+    return call.args[index] if len(call.args) > index else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,12 +79,14 @@ def _param_uses(function: ast.AST, param: str, module, depth: int, here, handed_
     nodes = list(walk_same_scope(function))
     if any(isinstance(n, ast.Name) and n.id == param and not isinstance(n.ctx, ast.Load) for n in nodes):
         return []
+    handed = _handed_on(function, nodes, param, module, depth)
     found = [
         handed_use(use)
-        for callee, inner in _handed_on(function, nodes, param, module, depth)
+        for _, callee, inner in handed
         for use in _param_uses(callee, inner, module, depth + 1, here, handed_use)
     ]
-    return found + here(nodes, param)
+    calls = {id(call) for call, _, _ in handed}
+    return found + [use for use in here(nodes, param) if id(use.node) not in calls]
 
 
 def _stores_here(nodes: list, param: str) -> list[ParamStore]:
@@ -73,8 +97,8 @@ def _stores_here(nodes: list, param: str) -> list[ParamStore]:
                 if isinstance(target, ast.Subscript) and _is(target.slice, param):
                     found.append(ParamStore(node, target.value, node.value, "mapping"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args and _is(node.args[0], param):
-            if node.func.attr in _KEYED_STORES:
-                found.append(ParamStore(node, node.func.value, node.args[1] if len(node.args) > 1 else None, "mapping"))
+            if node.func.attr in _KEYED_STORES or (setter_verb(node.func.attr) and len(node.args) >= 2):
+                found.append(ParamStore(node, node.func.value, setter_value(node), "mapping"))
             elif node.func.attr in _ELEMENT_STORES:
                 found.append(ParamStore(node, node.func.value, None, "element"))
     return found
@@ -93,9 +117,10 @@ def _reads_here(nodes: list, param: str) -> list[ParamStore]:
     return found
 
 
-def _handed_on(function: ast.AST, nodes: list, param: str, module, depth: int) -> list[tuple[ast.AST, str]]:
-    """``(callee, its parameter)`` for every call among ``nodes`` of a function of ``module``
-    that is given ``param`` as an argument (``self._set(key, value)``)."""
+def _handed_on(function: ast.AST, nodes: list, param: str, module, depth: int) -> list[tuple[ast.Call, ast.AST, str]]:
+    """``(call, callee, its parameter)`` for every call among ``nodes`` of a function of
+    ``module`` that is given ``param`` as an argument (``self._set(key, value)``): followed
+    into, not taken for a store itself."""
     if module is None or depth >= MAX_DELEGATION:
         return []
     handed = []
@@ -108,8 +133,21 @@ def _handed_on(function: ast.AST, nodes: list, param: str, module, depth: int) -
             continue
         scope = module.scopes[callee]
         params = [p for p in scope.params if p != scope.bound_param]
-        handed += [(callee, inner) for inner, argument in passed(node, params) if _is(argument, param)]
+        handed += [(node, callee, inner) for inner, argument in passed(node, params) if _is(argument, param)]
     return handed
+
+
+def _nested_function(name: str, scope) -> Optional[ast.AST]:
+    """The function named ``name`` defined in the body of the function that binds it for
+    ``scope`` (``def _run(key, ...)`` beside the wrapper that calls it), or None."""
+    binding, owner = scope.resolve(name)
+    if binding not in (Binding.LOCAL, Binding.CLOSURE) or not isinstance(owner.node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    defined = [
+        node for node in walk_same_scope(owner.node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name and node is not owner.node
+    ]
+    return defined[0] if len(defined) == 1 else None
 
 
 def _one_per_container(uses: list[ParamStore]) -> list[ParamStore]:
@@ -150,6 +188,8 @@ class IndirectStores:
         defines ``get``), or None."""
         qualified = self.module.callee_qualname(call, self.place.scope)
         function = self.module.functions.get(qualified) if qualified else None
+        if function is None and isinstance(call.func, ast.Name):
+            function = _nested_function(call.func.id, self.place.scope)
         if function is None or qualified in self.module.cached_functions or function is self.place.scope.node:
             return None
         return function

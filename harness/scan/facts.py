@@ -15,7 +15,7 @@ from typing import Iterator, Optional
 
 from harness.scan.flow import FlowState
 from harness.scan.imports import Imported, module_imports
-from harness.scan.keys import KeyFacts, KeyKind
+from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind
 from harness.scan.scopes import Scope, ScopeKind, build_scopes
 from harness.scan.syntax import dotted, name_root, parent_map, render, walk_same_scope
 
@@ -282,6 +282,19 @@ def _returned_key(body: list[ast.stmt], place, flow) -> Optional[KeyFacts]:
             for target in targets:
                 if isinstance(target, ast.Name):
                     flow.bind(target.id, statement.value, reader)
+        elif isinstance(statement, ast.AugAssign) and isinstance(statement.target, ast.Name):
+            # key = seed; key += hash(args): the key grows by what is added
+            facts = reader.key(statement.value)
+            before = flow.keys.get(statement.target.id)
+            if facts is not None:
+                flow.bind_key(statement.target.id, facts if before is None else before.combined_with(facts, statement.target.id))
+        elif isinstance(statement, ast.Expr) and _grows_local(statement.value):
+            # key = []; for a in args: key.append(hash(a)); return tuple(key)
+            call = statement.value
+            facts = reader.key(call.args[0])
+            if facts is not None:
+                flow.forget(call.func.value.id)
+                flow.collections[call.func.value.id] = CollectionFacts(facts, False, call.func.attr == "add", None, call)
         elif isinstance(statement, ast.Expr) and _digest_update(statement.value):
             # h = blake2b(); h.update(f"{hash(a)}".encode()); return h.hexdigest(): the
             # digest is fed the key, and is that key, shorter
@@ -292,6 +305,14 @@ def _returned_key(body: list[ast.stmt], place, flow) -> Optional[KeyFacts]:
                 before = flow.keys.get(digest)
                 flow.bind_key(digest, facts if before is None else before.combined_with(facts, digest))
     return None
+
+
+def _grows_local(node: ast.expr) -> bool:
+    """``parts.append(x)`` or ``parts.add(x)`` on a local name, with one argument."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "add")
+        and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords
+    )
 
 
 def _digest_update(node: ast.expr) -> bool:

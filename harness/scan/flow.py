@@ -15,12 +15,15 @@ class FlowState:
 
     Flow-insensitive beyond order: the last assignment before a use wins, whatever branch it
     sat in. ``holders`` are names bound to literals or calls (``entry = (obj, meta)``, ``desc =
-    Descriptor(obj)``) so that ``d[id(obj)] = entry`` is seen to hold ``obj``.
+    Descriptor(obj)``), and ``attached`` what was set on their attributes (``prog.owner =
+    obj``), so that ``d[id(obj)] = entry`` is seen to hold ``obj``.
     """
 
     keys: dict[str, KeyFacts] = dataclasses.field(default_factory=dict)
     collections: dict[str, CollectionFacts] = dataclasses.field(default_factory=dict)
     holders: dict[str, ast.expr] = dataclasses.field(default_factory=dict)
+    # what was set on a name's attributes since it was bound (``prog.owner = obj``)
+    attached: dict[str, list[ast.expr]] = dataclasses.field(default_factory=dict)
 
     def bind(self, name: str, value: Optional[ast.expr], reader: KeyReader) -> None:
         self.forget(name)
@@ -43,7 +46,12 @@ class FlowState:
         self.forget(name)
         self.keys[name] = facts
 
+    def attach(self, name: str, value: ast.expr) -> None:
+        """``name.attr = value``: the object bound to ``name`` now holds ``value``."""
+        self.attached.setdefault(name, []).append(value)
+
     def forget(self, name: str) -> None:
         self.keys.pop(name, None)
         self.collections.pop(name, None)
         self.holders.pop(name, None)
+        self.attached.pop(name, None)

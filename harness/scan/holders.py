@@ -185,6 +185,8 @@ def object_free_value(value: Optional[ast.expr], container: ast.expr, place) -> 
     to it: ``s = Stream(priority=0); d[key] = s``), in a container whose entries are never
     changed after the store: a stale match hands out a value made without any object."""
     if isinstance(value, ast.Name):
+        if _changed_after_made(value.id, place):
+            return None
         value = place.flow.holders.get(value.id, value)
     if not isinstance(value, ast.Call) or any(isinstance(a, ast.Starred) for a in value.args):
         return None
@@ -208,6 +210,25 @@ def object_free_value(value: Optional[ast.expr], container: ast.expr, place) -> 
         f"each entry is a new {render(value)}, made without the object and never changed, so a new "
         "object matching a dead one's entry gets a value as good as its own"
     )
+
+
+def _changed_after_made(name: str, place) -> bool:
+    """The function calls a method of the local ``name`` with one of its own locals or
+    parameters other than ``self`` (``entry.register(item)``; ``entry.setdefault("version",
+    1)`` fills it with constants, ``entry.init(self._settings)`` with the owner's settings):
+    the entry is not left as made, without the objects."""
+    function = place.scope.node
+    for node in walk_same_scope(function):
+        if not (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+        ):
+            continue
+        given = [*node.args, *(k.value for k in node.keywords)]
+        names = [n.id for argument in given for n in ast.walk(argument) if isinstance(n, ast.Name)]
+        if any(n != place.scope.bound_param and place.scope.resolve(n)[0] in (Binding.LOCAL, Binding.PARAM) for n in names):
+            return True
+    return False
 
 
 def membership_guards(sink: ast.AST, key_node: ast.expr, place, judge) -> list[tuple[str, int]]:
@@ -310,8 +331,12 @@ def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = 
         return True   # Jacobian(ys, xs) keyed by id(ys[0]): the entry holds ys, which holds its item
     if isinstance(value, ast.Name) and isinstance(obj, ast.Name) and _read_from(obj.id, value, flow):
         return True   # group = kwargs["group"]; Entry(**kwargs): the mapping handed over holds it
-    if isinstance(value, ast.Name) and value.id in flow.holders and value.id not in followed:
-        return holds(flow.holders[value.id], obj, flow, followed | {value.id})
+    if isinstance(value, ast.Name) and value.id not in followed:
+        followed = followed | {value.id}
+        if any(holds(part, obj, flow, followed) for part in flow.attached.get(value.id, [])):
+            return True   # prog = Program(f); prog.owner = obj; d[id(obj)] = prog
+        if value.id in flow.holders:
+            return holds(flow.holders[value.id], obj, flow, followed)
     return False
 
 

@@ -97,6 +97,9 @@ class KeyReader:
     def __init__(self, env: KeyEnvironment):
         self.env = env
         self._depth = 0
+        # The targets of the comprehensions whose element is being read, with what each
+        # iterates: ``hash(a) for a in args`` hashes what callers pass.
+        self._iterated: dict[str, ast.expr] = {}
 
     # ---- keys -------------------------------------------------------------------------
 
@@ -148,7 +151,7 @@ class KeyReader:
                 # hash(str(id(a)) + name): the hash of a key made of ids is that key, folded
                 # (a hash value, as hash(obj) is: a key, not an id saved for comparison)
                 return KeyFacts(KeyKind.HASH, inner.objects, f"hash({render(target)})", inner.guessed)
-            passed = self.env.arbitrary_arguments(target)
+            passed = self.env.arbitrary_arguments(self._iterated.get(target.id, target) if isinstance(target, ast.Name) else target)
             if passed:
                 # hash(args) of a function taking *args: any object a caller passes, and a
                 # plain instance hashes by its address.
@@ -174,7 +177,9 @@ class KeyReader:
         if isinstance(call.func, ast.Name) and name in _SEQUENCE_KEY_BUILDERS and len(call.args) == 1:
             source = self.id_source(call.args[0])
             if source is not None:
-                return KeyFacts(KeyKind.COMPOSITE, source.objects, render(call))
+                # tuple(hash(a) for a in args) stays a hash key, of what callers pass
+                kind = KeyKind.HASH if source.kind is KeyKind.HASH else KeyKind.COMPOSITE
+                return KeyFacts(kind, source.objects, render(call), source.guessed)
             return None
         return self.env.key_from_factory(call)
 
@@ -211,6 +216,21 @@ class KeyReader:
             return self.env.id_is_builtin()
         return isinstance(node, ast.Attribute) and node.attr == "id" and isinstance(node.value, ast.Name) and node.value.id == "builtins"
 
+    def element_key(self, comprehension: ast.expr, element: ast.expr) -> Optional[KeyFacts]:
+        """The key each element of ``comprehension`` is, ``element`` read with the
+        comprehension's plain targets standing for what they iterate."""
+        targets = [g.target.id for g in comprehension.generators if isinstance(g.target, ast.Name)]
+        outer = {name: self._iterated[name] for name in targets if name in self._iterated}
+        self._iterated.update(
+            (g.target.id, g.iter) for g in comprehension.generators if isinstance(g.target, ast.Name)
+        )
+        try:
+            return self.key(element)
+        finally:
+            for name in targets:
+                self._iterated.pop(name, None)
+            self._iterated.update(outer)
+
     # ---- collections ------------------------------------------------------------------
 
     def id_source(self, node: ast.expr) -> Optional[KeyFacts]:
@@ -223,7 +243,7 @@ class KeyReader:
             bound = self.env.collection_bound_to(node.id)
             return bound.element if bound and not bound.is_mapping else None
         if isinstance(node, (ast.GeneratorExp, ast.ListComp, ast.SetComp)):
-            return self.key(node.elt)
+            return self.element_key(node, node.elt)
         if isinstance(node, (ast.Set, ast.List, ast.Tuple)):
             for element in node.elts:
                 facts = self.key(element)
@@ -240,16 +260,16 @@ class KeyReader:
     def collection(self, node: ast.expr) -> Optional[CollectionFacts]:
         """The id-derived collection that ``node`` builds, when ``node`` builds one."""
         if isinstance(node, ast.SetComp):
-            element = self.key(node.elt)
+            element = self.element_key(node, node.elt)
             return CollectionFacts(element, False, True, None, node) if element else None
         if isinstance(node, ast.Set):
             element = self.id_source(node)
             return CollectionFacts(element, False, True, None, node) if element else None
         if isinstance(node, ast.ListComp):
-            element = self.key(node.elt)
+            element = self.element_key(node, node.elt)
             return CollectionFacts(element, False, False, None, node) if element else None
         if isinstance(node, ast.DictComp):
-            element = self.key(node.key)
+            element = self.element_key(node, node.key)
             return CollectionFacts(element, True, False, node.value, node) if element else None
         if isinstance(node, ast.Dict):
             for key_node, value_node in zip(node.keys, node.values):

@@ -9,6 +9,7 @@ import ast
 from typing import Optional
 
 from harness.scan.codes import Code
+from harness.scan.delegated import KEYED_SETTERS, setter_value
 from harness.scan.destinations import MUTATORS
 from harness.scan.framemates import creation_held
 from harness.scan.hits import Use, code_for
@@ -22,11 +23,7 @@ _READ_METHODS = {"get", "__getitem__"}
 _CONTAINS_METHODS = {"__contains__"}
 _STORE_METHODS = {"setdefault", "__setitem__"}
 _ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
-# A cache's own setter: ``cache.set(key, value)``, ``store.put(key, value)``,
-# ``func_cache.add_cache_entry(key, value)``: a method whose name starts with one of these
-# verbs, given the key first and something more (``event.set()``, ``var.set(value)`` and
-# ``queue.put(item)`` are not stores).
-_KEYED_SETTERS = {"set", "put", "store", "save", "add", "write", "insert", "cache"}
+
 
 
 class Sinks:
@@ -104,7 +101,7 @@ class Sinks:
             self._hit(call, code_for(key, "membership"), self._subject(call, key), Use.READ, verdict,
                       container=receiver, key=key, sink="membership")
         elif method in _STORE_METHODS or (self._keyed_setter(method, receiver) and len(call.args) >= 2):
-            value = call.args[1] if len(call.args) > 1 else None
+            value = setter_value(call)
             appended = self._appended_to_result(call)
             self._store(call, receiver, key, argument, value, also_holding=appended)
         elif method in _ELEMENT_METHODS or method == "insert":
@@ -118,14 +115,14 @@ class Sinks:
         word = method.lstrip("_")
         if word == "insert":
             return False
-        if word in _KEYED_SETTERS:
+        if word in KEYED_SETTERS:
             return True
         root, _ = root_of(receiver)
         imported = (
             isinstance(root, ast.Name) and self.place.scope.resolve(root.id)[0] is Binding.MODULE
             and module_binding(root.id, self.place) == "import"
         )
-        return not imported and word.split("_")[0] in _KEYED_SETTERS
+        return not imported and word.split("_")[0] in KEYED_SETTERS
 
     def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
         """``d.setdefault(id(x), []).append(x)``: the object appended to the entry; also

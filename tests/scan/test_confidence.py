@@ -148,8 +148,24 @@ EXPECTED_PRUNED = {
     "_SEEN_ARRAYS": (Confidence.HIGH, "whole process"),
     "_REPOS": (Confidence.LOW, "a weak reference to the keyed object"),
 }
+# Memoisers whose results live in a client's store, a storage the maker is given, behind a
+# service method or a descriptor, with keys hashed in a comprehension, a grown list or a
+# growing sum (fixtures/memo_stores.py); each beside its contrast.
+STORES_FIXTURE = FIXTURE.parent / "memo_stores.py"
+EXPECTED_STORES = {
+    "ClientLRU.client": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "storage in memo_in_given_storage()": (Confidence.HIGH, "which is kept and calls func()"),
+    "client in memo_fetching_its_client.wrapper()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "client in lookup_fetching_its_client()": (Confidence.LOW, "this is no memo"),
+    "CacheService._client": (Confidence.HIGH, "a function it is given"),
+    "ValueService._client": (Confidence.LOW, "one phase"),
+    "CachedAttribute.store": (Confidence.HIGH, "a descriptor lives as long as its class"),
+    "OwnerNotes.store": (Confidence.LOW, "one phase"),
+    "obj.results in cached_on_instance.wrapper()": (Confidence.LOW, "the caller's"),
+}
 TABLES = {
     FIXTURE: EXPECTED, USES_FIXTURE: EXPECTED_USES, MEMO_FIXTURE: EXPECTED_MEMO, PRUNED_FIXTURE: EXPECTED_PRUNED,
+    STORES_FIXTURE: EXPECTED_STORES,
 }
 
 
