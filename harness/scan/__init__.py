@@ -54,8 +54,13 @@ was given with its own arguments and keys the result by them, directly or throug
 from them (``hash(args)``, the hash of a tuple or local grown over them, a helper or key
 factory in any scanned file given them, a digest fed the arguments' hashes, a nested
 ``make_key(*args)``), also when the wrapper is made by a method of a module-level instance or
-handed back inside a call (``return property(wrapper)``); and a kept closure that stands in for a function its maker was given (it calls that function
-with its own arguments).
+handed back inside a call (``return property(wrapper)``), when its store is fetched on each
+call or was given to its maker, and when the inner decorator sets the wrapped function
+through ``nonlocal``; a memo service, a function that calls a function it is given with the
+rest of its arguments and keys the result by them (``use_cache(key, f, *args)``); a
+descriptor's ``__get__`` keyed by the id of the instance it is read on, in the descriptor's
+own store, unless the entry is made from that instance; and a kept closure that stands in
+for a function its maker was given (it calls that function with its own arguments).
 **Low**, with the reason: only lookups are in the scanned files; nothing reads the registry
 at all where every read would be in view (a local, a closure's, a private attribute or module
 global no other scanned file names); a closure's keys are objects of the call that made it,
@@ -131,8 +136,9 @@ It is safe when:
   the object handed back by a function of the module that returns its argument, is a list
   bound to a local (``active = d.setdefault(id(x), [])``) that the block then gives a record
   made with the object, is made by
-  a class chosen for the object and called with it (``get_cls(x)(x)``), or holds the
-  sequence a keyed item (``xs[0]``) comes from;
+  a class chosen for the object and called with it (``get_cls(x)(x)``), is given the object
+  on an attribute before the store (``prog.owner = x``), or holds the sequence a keyed item
+  (``xs[0]``) comes from;
 * the container (or attribute) belongs to the object itself (``self.tag = f"t{id(self)}"``);
 * a ``weakref.finalize(x, ...)`` (or ``weakref.ref(x, callback)``) in the same function,
   or in a function of the module the store hands ``x`` to, prunes that container, directly or
@@ -157,7 +163,9 @@ It is safe when:
   registry keeps it too; or a second holder is reached through a local alias
   (``ids = self.a if rs else self.b``);
 * each entry is a value made without the object and never changed (``streams[key] =
-  torch.cuda.Stream()``): a stale match hands out a value as good as a fresh one;
+  torch.cuda.Stream()``; filled after it is made with the function's own locals, as in
+  ``entry.register(item)``, it is changed): a stale match hands out a value as good as a
+  fresh one;
 * the storing function makes the object (an allocator) and another function removes
   single entries of the registry (the free of an allocate/free pair), or the registry is
   emptied by the ``__exit__`` of its class or after the ``yield`` of a ``@contextmanager``;
@@ -181,9 +189,10 @@ returned; each hazard then gets its confidence (above).
 Data flow
 ---------
 ``reg[id(x)].append(v)`` (any mutating method on the looked-up entry) is a store into
-``reg``, not a lookup; so is ``cache.set(key, value)`` and any method named by a setter's
-verb (``put``, ``store``, ``save``, ``add_entry``, ...) given the key first and something
-more. A container returned by a ``@functools.cache``/``lru_cache`` function
+``reg``, not a lookup; so is ``cache.set(key, value)``, a Redis client's ``setex(key, ttl,
+value)`` and any method named by a setter's verb (``put``, ``store``, ``save``, ``add_entry``,
+``set_one``, ...) given the key first and something more, also in a function the key is
+handed to (a nested function beside the caller is followed as a module's function is). A container returned by a ``@functools.cache``/``lru_cache`` function
 is one process-wide registry (the cache hands the same one to every caller), not a new
 container per call. A local bound to a call of a function annotated to return a class of the
 same file (``-> Mode | None``) is named as that class's attribute (``Mode.cache``).
@@ -206,8 +215,10 @@ dataclass/attrs class, and whose bases are such classes or ``object``, ``nn.Modu
 ``Module``, ``Parameter`` or such a class; ``hash(x)`` for a local bound only to ``Cls()``
 of such a class or to ``object()``. And ``hash()`` of what callers pass: ``*args`` (and
 ``**kwargs`` handed on), a tuple, a local grown over them or what a helper makes of them
-(:mod:`harness.scan.derived`), and, in a key factory, a parameter left unannotated or
-annotated as any object or a plain container; text made of them (``str``, ``repr``, a
+(:mod:`harness.scan.derived`), each of them in a comprehension over them (``hash(a) for a
+in args``), and, in a key factory, a parameter left unannotated or annotated as any object
+or a plain container, also hashed into a list it returns as a tuple or into a key grown by
+``+=``; text made of them (``str``, ``repr``, a
 ``join``, an f-string, ``json.dumps``) ends that chain. Anything else of unknown type is not
 flagged. ``hash()`` of a key made of ids is that key. A key that is ``hash()`` of what callers
 pass is high only in a memoising wrapper; elsewhere it is low (the callers may pass strings).
