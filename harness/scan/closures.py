@@ -168,33 +168,10 @@ def memoising_wrapper(writes: list) -> Optional[str]:
     returned or decorated by its maker), or None. Its container, however reached (a captured
     variable, an attribute of the captured ``self``), is kept as long as the wrapper, while
     the arguments come and go with each call."""
-    named = None
-    for hit in writes:
-        scope = hit.module.scope_of(hit.node)
-        frame = scope.parent
-        node = scope.node
-        if frame is None or frame.kind is not ScopeKind.FUNCTION or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return None
-        if hit.key is None:
-            return None
-        parents = hit.module.parents
-        objects = [obj for obj in hit.key.objects if not _display(obj)]
-        if objects:
-            if not all(_argument_of_nested(obj, scope, frame, parents) for obj in objects):
-                return None
-        elif not _made_from_own_arguments(hit, scope):
-            return None
-        wrapped = _wrapped_call(node, scope)
-        if wrapped is None or not (node.decorator_list or _returned_by(node.name, frame.node)):
-            return None
-        named = named or (node.name, wrapped)
-    if named is None:
-        return None
-    name, wrapped = named
-    return (
-        f"{name}() calls {wrapped}(), which its maker was given, with its own arguments and keys the result by "
+    return _made_by_every_store(writes, _wrapper_and_wrapped, (
+        "{0}() calls {1}(), which its maker was given, with its own arguments and keys the result by "
         "them: a memo kept as long as the wrapper, while each call's arguments can die after it"
-    )
+    ))
 
 
 def memoising_method(writes: list) -> Optional[str]:
@@ -202,29 +179,54 @@ def memoising_method(writes: list) -> Optional[str]:
     of its own arguments and keys the result by them (``def use_cache(self, key, f, *args):
     ... result = f(*args) ... self._store(make_key(args), result)``), or None: a memo
     service, whose store outlives each call's arguments as a memoising wrapper's does."""
-    named = None
-    for hit in writes:
-        scope = hit.module.scope_of(hit.node)
-        node = scope.node
-        if hit.key is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return None
-        if hit.key.objects:
-            roots = [name_root(obj) for obj in hit.key.objects]
-            if not all(root is not None and root.id in scope.params and root.id != scope.bound_param for root in roots):
-                return None
-        elif not _made_from_own_arguments(hit, scope):
-            return None
-        called = _calls_given_function(node, scope)
-        if called is None:
-            return None
-        named = named or (node.name, called)
-    if named is None:
-        return None
-    name, called = named
-    return (
-        f"{name}() calls {called}(), a function it is given, with its own arguments and keys the result by them: "
+    return _made_by_every_store(writes, _service_and_called, (
+        "{0}() calls {1}(), a function it is given, with its own arguments and keys the result by them: "
         "a memo kept as long as its store, while each call's arguments can die after it"
-    )
+    ))
+
+
+def _made_by_every_store(writes: list, memo_of, reason: str) -> Optional[str]:
+    """``reason`` filled with ``memo_of(hit)`` of the first store (the memo's function and
+    the function it calls) when ``memo_of`` names a memo for every store, else None."""
+    found = [memo_of(hit) for hit in writes]
+    return reason.format(*found[0]) if found and all(found) else None
+
+
+def _wrapper_and_wrapped(hit) -> Optional[tuple[str, str]]:
+    """``(wrapper, wrapped function)`` when ``hit`` is made by a memoising wrapper."""
+    scope = hit.module.scope_of(hit.node)
+    frame = scope.parent
+    node = scope.node
+    if frame is None or frame.kind is not ScopeKind.FUNCTION or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    if hit.key is None:
+        return None
+    objects = [obj for obj in hit.key.objects if not _display(obj)]
+    if objects:
+        if not all(_argument_of_nested(obj, scope, frame, hit.module.parents) for obj in objects):
+            return None
+    elif not _made_from_own_arguments(hit, scope):
+        return None
+    wrapped = _wrapped_call(node, scope)
+    if wrapped is None or not (node.decorator_list or _returned_by(node.name, frame.node)):
+        return None
+    return node.name, wrapped
+
+
+def _service_and_called(hit) -> Optional[tuple[str, str]]:
+    """``(service, function it calls)`` when ``hit`` is made by a memo service."""
+    scope = hit.module.scope_of(hit.node)
+    node = scope.node
+    if hit.key is None or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    if hit.key.objects:
+        roots = [name_root(obj) for obj in hit.key.objects]
+        if not all(root is not None and root.id in scope.params and root.id != scope.bound_param for root in roots):
+            return None
+    elif not _made_from_own_arguments(hit, scope):
+        return None
+    called = _calls_given_function(node, scope)
+    return (node.name, called) if called is not None else None
 
 
 def _calls_given_function(function: ast.AST, scope: Scope) -> Optional[str]:
