@@ -30,9 +30,10 @@ import itertools
 import numpy as np
 
 from cases.blind.pinned import Pins, reborn
-from harness.idreuse.landing import seed_pools
 from cases.blind.test_blind_census_6_a import _answers
 from cases.blind.test_blind_census_7_a import _instance_answer, _memoized_balance
+from harness.idreuse.landing import born_on_death_of, seed_pools
+from harness.idreuse.morgue import quiet_allocator
 
 PINS = Pins("django-function-cache==1.2", "onnxtr==0.9.0", "calyxos==0.4.6",
             "simple-singleton==2.0.0", "capio==1.0.0", "autodiffx==0.2", "pytem==0.1.0",
@@ -80,8 +81,13 @@ def test_onnxtr_page_renders_a_dead_blocks_text():
         fresh = line("second")
         box = [page.blocks.pop()]
         alive = box[0] if not reuse else None
-        make = lambda: elements.Block(lines=[fresh])    # noqa: E731
-        page.blocks.append(reborn(box, make) if reuse else make())
+        if reuse:    # the page's new block is born where the popped one dies
+            with quiet_allocator(), born_on_death_of(elements.Block, box) as landing:
+                block = elements.Block(lines=[fresh])
+            landing.require()
+        else:
+            block = elements.Block(lines=[fresh])
+        page.blocks.append(block)
         del alive, kept
         return page.render()
 
