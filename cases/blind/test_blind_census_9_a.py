@@ -29,7 +29,7 @@ import itertools
 
 import numpy as np
 
-from cases.blind.pinned import Pins, reborn
+from cases.blind.pinned import Pins
 from cases.blind.test_blind_census_6_a import _answers
 from cases.blind.test_blind_census_7_a import _instance_answer, _memoized_balance
 from harness.idreuse.landing import born_on_death_of, seed_pools
