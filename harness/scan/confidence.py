@@ -115,7 +115,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime in (Lifetime.RETURNED, Lifetime.UNKNOWN):
         if owned:
             return Assessment(owned.confidence, owned.reason)
-        memo = memoising_wrapper(writes) or memoising_method(writes)
+        memo = _memo(writes)
         if memo is not None:
             return Assessment(Confidence.HIGH, memo)   # a memo's store fetched on each call: a shared one
         state = module_state_getter(primary)
@@ -141,7 +141,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
                 f"{wrapper} calls the function its instance wraps, keyed by the arguments: a decorator's cache, "
                 "which lives as long as the decorated function while the arguments come and go"
             ))
-        memo = memoising_wrapper(writes) or memoising_method(writes)
+        memo = _memo(writes)
         if memo is not None:
             return Assessment(Confidence.HIGH, memo)   # a memo, of a module-level instance or not
         read_on = [descriptor_read(hit, _scope(hit), hit.key.objects if hit.key else ()) for hit in writes]
@@ -224,7 +224,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             "arguments: how long it is called, and with which objects, the scan cannot follow"
         ))
     if _guessed(writes):
-        memo = memoising_wrapper(writes) or memoising_method(writes)
+        memo = _memo(writes)
         return Assessment(Confidence.HIGH, memo) if memo is not None else Assessment(Confidence.LOW, _GUESSED)
     if "thread-local storage" in primary.verdict.reason:
         return Assessment(Confidence.HIGH, "the container is kept in thread-local storage across calls, and the keyed objects come from callers")
@@ -236,6 +236,11 @@ _GUESSED = (
     "function's arguments meets them, and this is no memo, so which values come (strings, tuples, objects) "
     "the scan cannot tell"
 )
+
+
+def _memo(writes: list) -> Optional[str]:
+    """Why every store is a memo's, made by a wrapper or by a memo service, or None."""
+    return memoising_wrapper(writes) or memoising_method(writes)
 
 
 def _maker_given(hit) -> bool:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.syntax import name_root, walk_same_scope
+from harness.scan.delegated import setter_value
+from harness.scan.syntax import name_root, names_passed, walk_same_scope
 
 
 def wrapping_call(scope) -> Optional[str]:
@@ -68,19 +69,15 @@ def descriptor_read(hit, scope, objects) -> Optional[str]:
 def _stored_value(hit) -> Optional[ast.expr]:
     """The value a store puts in: ``d[k] = value``, ``d.setdefault(k, value)``."""
     if isinstance(hit.node, ast.Call):
-        return hit.node.args[1] if len(hit.node.args) > 1 else None
+        return setter_value(hit.node)
     statement = hit.module.parents.get(hit.node)
     return statement.value if isinstance(statement, (ast.Assign, ast.AnnAssign)) else None
 
 
 def _made_from(value: Optional[ast.expr], name: str) -> bool:
     """``value`` calls something with ``name``, or a part of it, as an argument."""
-    for node in ast.walk(value) if value is not None else ():
-        if isinstance(node, ast.Call):
-            given = [*node.args, *(k.value for k in node.keywords)]
-            if any(isinstance(n, ast.Name) and n.id == name for argument in given for n in ast.walk(argument)):
-                return True
-    return False
+    nodes = ast.walk(value) if value is not None else ()
+    return any(isinstance(node, ast.Call) and name in names_passed(node) for node in nodes)
 
 
 def module_level_instance(scope, index) -> Optional[str]:

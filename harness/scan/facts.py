@@ -288,14 +288,14 @@ def _returned_key(body: list[ast.stmt], place, flow) -> Optional[KeyFacts]:
             before = flow.keys.get(statement.target.id)
             if facts is not None:
                 flow.bind_key(statement.target.id, facts if before is None else before.combined_with(facts, statement.target.id))
-        elif isinstance(statement, ast.Expr) and _grows_local(statement.value):
+        elif isinstance(statement, ast.Expr) and _method_of_local(statement.value, ("append", "add")):
             # key = []; for a in args: key.append(hash(a)); return tuple(key)
             call = statement.value
             facts = reader.key(call.args[0])
             if facts is not None:
                 flow.forget(call.func.value.id)
                 flow.collections[call.func.value.id] = CollectionFacts(facts, False, call.func.attr == "add", None, call)
-        elif isinstance(statement, ast.Expr) and _digest_update(statement.value):
+        elif isinstance(statement, ast.Expr) and _method_of_local(statement.value, ("update",)):
             # h = blake2b(); h.update(f"{hash(a)}".encode()); return h.hexdigest(): the
             # digest is fed the key, and is that key, shorter
             call = statement.value
@@ -307,18 +307,11 @@ def _returned_key(body: list[ast.stmt], place, flow) -> Optional[KeyFacts]:
     return None
 
 
-def _grows_local(node: ast.expr) -> bool:
-    """``parts.append(x)`` or ``parts.add(x)`` on a local name, with one argument."""
+def _method_of_local(node: ast.expr, methods: tuple[str, ...]) -> bool:
+    """``name.method(x)`` on a local name, with one argument: ``parts.append(x)`` grows a
+    list, ``h.update(x)`` feeds a digest."""
     return (
-        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "add")
-        and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords
-    )
-
-
-def _digest_update(node: ast.expr) -> bool:
-    """``h.update(x)`` on a local name, with one argument."""
-    return (
-        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods
         and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords
     )
 

@@ -27,7 +27,7 @@ import builtins
 from typing import Optional
 
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import callee_name, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import callee_name, names_passed, render, root_of, same_expr, walk_same_scope
 
 _BUILTIN_NAMES = set(dir(builtins))
 _TUPLE_BUILDERS = {"tuple", "frozenset"}
@@ -224,9 +224,10 @@ def _changed_after_made(name: str, place) -> bool:
             and node.func.value.id == name
         ):
             continue
-        given = [*node.args, *(k.value for k in node.keywords)]
-        names = [n.id for argument in given for n in ast.walk(argument) if isinstance(n, ast.Name)]
-        if any(n != place.scope.bound_param and place.scope.resolve(n)[0] in (Binding.LOCAL, Binding.PARAM) for n in names):
+        if any(
+            n != place.scope.bound_param and place.scope.resolve(n)[0] in (Binding.LOCAL, Binding.PARAM)
+            for n in names_passed(node)
+        ):
             return True
     return False
 

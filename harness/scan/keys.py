@@ -219,16 +219,14 @@ class KeyReader:
     def element_key(self, comprehension: ast.expr, element: ast.expr) -> Optional[KeyFacts]:
         """The key each element of ``comprehension`` is, ``element`` read with the
         comprehension's plain targets standing for what they iterate."""
-        targets = [g.target.id for g in comprehension.generators if isinstance(g.target, ast.Name)]
-        outer = {name: self._iterated[name] for name in targets if name in self._iterated}
-        self._iterated.update(
-            (g.target.id, g.iter) for g in comprehension.generators if isinstance(g.target, ast.Name)
-        )
+        bound = {g.target.id: g.iter for g in comprehension.generators if isinstance(g.target, ast.Name)}
+        outer = {name: self._iterated[name] for name in bound if name in self._iterated}
+        self._iterated.update(bound)
         try:
             return self.key(element)
         finally:
-            for name in targets:
-                self._iterated.pop(name, None)
+            for name in bound:
+                del self._iterated[name]
             self._iterated.update(outer)
 
     # ---- collections ------------------------------------------------------------------

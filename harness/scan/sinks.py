@@ -9,7 +9,7 @@ import ast
 from typing import Optional
 
 from harness.scan.codes import Code
-from harness.scan.delegated import KEYED_SETTERS, setter_value
+from harness.scan.delegated import KEYED_SETTERS, setter_value, setter_verb
 from harness.scan.destinations import MUTATORS
 from harness.scan.framemates import creation_held
 from harness.scan.hits import Use, code_for
@@ -23,7 +23,6 @@ _READ_METHODS = {"get", "__getitem__"}
 _CONTAINS_METHODS = {"__contains__"}
 _STORE_METHODS = {"setdefault", "__setitem__"}
 _ELEMENT_METHODS = {"add", "append", "appendleft", "put"}
-
 
 
 class Sinks:
@@ -107,22 +106,20 @@ class Sinks:
         elif method in _ELEMENT_METHODS or method == "insert":
             self._store(call, receiver, key, argument, None, sink="element")
 
-
     def _keyed_setter(self, method: str, receiver: ast.expr) -> bool:
         """``set``, ``put``, ``add_cache_entry``, ``store_result``: a setter's verb first; of
         an imported module (``signal_handling._set_worker_pids(id(self), pids)``) only the
         bare verbs, since a module's function named like a setter is no cache's store."""
-        word = method.lstrip("_")
-        if word == "insert":
+        if not setter_verb(method):
             return False
-        if word in KEYED_SETTERS:
+        if method.lstrip("_") in KEYED_SETTERS:
             return True
         root, _ = root_of(receiver)
         imported = (
             isinstance(root, ast.Name) and self.place.scope.resolve(root.id)[0] is Binding.MODULE
             and module_binding(root.id, self.place) == "import"
         )
-        return not imported and word.split("_")[0] in KEYED_SETTERS
+        return not imported
 
     def _appended_to_result(self, call: ast.Call) -> Optional[ast.expr]:
         """``d.setdefault(id(x), []).append(x)``: the object appended to the entry; also

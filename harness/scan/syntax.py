@@ -116,6 +116,12 @@ def assigned_to(node: ast.AST, parents: dict) -> Optional[ast.expr]:
 SCOPE_NODES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
+def names_passed(call: ast.Call) -> list[str]:
+    """Every name read in what ``call`` passes, positionally or by keyword."""
+    given = [*call.args, *(k.value for k in call.keywords)]
+    return [n.id for argument in given for n in ast.walk(argument) if isinstance(n, ast.Name)]
+
+
 def walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
     """Every node under ``node`` that belongs to its scope: nested defs, lambdas and classes
     are yielded themselves but not entered."""
