@@ -39,3 +39,34 @@ def checked_by_identity(hits: list) -> Optional[str]:
         f"the code compares the entry it finds with the object itself ('is', line {lines[0]}), "
         "so an entry left by a dead object is told apart"
     )
+
+
+def saved_only_in_text(hits: list) -> Optional[str]:
+    """``self._tag = str(id(self.target))`` read back only inside f-strings (``f"{self._tag}_arg"``):
+    a saved id that names something and is never compared with another object's id. Judged only
+    for a private attribute, read in the class that saves it."""
+    lines = []
+    for hit in hits:
+        container = hit.container
+        if not isinstance(container, ast.Attribute) or not container.attr.startswith("_"):
+            return None
+        parents = hit.module.parents
+        owner = parents.get(hit.node)
+        while owner is not None and not isinstance(owner, ast.ClassDef):
+            owner = parents.get(owner)
+        reads = [
+            node for node in ast.walk(owner or hit.module.tree)
+            if isinstance(node, ast.Attribute) and node.attr == container.attr and isinstance(node.ctx, ast.Load)
+        ]
+        if not reads:
+            return None
+        for node in reads:
+            up = parents.get(node)
+            while up is not None and not isinstance(up, (ast.JoinedStr, ast.stmt)):
+                up = parents.get(up)
+            if not isinstance(up, ast.JoinedStr):
+                return None
+            lines.append(node.lineno)
+    return (
+        f"the saved id is read back only into text (line {lines[0]}), never compared with another object's id"
+    ) if lines else None

@@ -27,7 +27,7 @@ from harness.scan.blockvars import reset_per_block
 from harness.scan.caught import keeps_caught_exceptions
 from harness.scan.callbacks import removed_by_callback
 from harness.scan.closures import kept_for_one_use, memoising_method, memoising_wrapper, wrapper_kept
-from harness.scan.compared import checked_by_identity
+from harness.scan.compared import checked_by_identity, saved_only_in_text
 from harness.scan.owned import owned_keys_elsewhere
 from harness.scan.pins import Pin, pinned_by_factory
 from harness.scan.removedlater import removed_by_the_same_call
@@ -159,6 +159,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
             ))
         saved_own = [hit for hit in writes if hit.use is Use.SAVED and _all_own(hit)]
         if saved_own:
+            named = saved_only_in_text(saved_own)
+            if named is not None:
+                return Assessment(Confidence.LOW, named)
             return Assessment(Confidence.HIGH, (
                 "the saved ids are of objects the owner holds and replaces, so the owner outlives them"
             ))

@@ -27,7 +27,7 @@ import builtins
 from typing import Optional
 
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import callee_name, names_passed, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import named_attribute, callee_name, names_passed, render, root_of, same_expr, walk_same_scope
 
 _BUILTIN_NAMES = set(dir(builtins))
 _TUPLE_BUILDERS = {"tuple", "frozenset"}
@@ -48,7 +48,7 @@ def aliases(expr: ast.expr, place, depth: int = 0) -> list[ast.expr]:
         return [expr]
     resolved: list[ast.expr] = []
     for value in values:
-        if isinstance(value, (ast.IfExp, ast.Attribute, ast.Subscript)) or (
+        if isinstance(value, (ast.IfExp, ast.Attribute, ast.Subscript)) or named_attribute(value) or (
             isinstance(value, ast.Name) and value.id != expr.id
         ):
             resolved.extend(aliases(value, place, depth + 1))
@@ -339,6 +339,38 @@ def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = 
         if value.id in flow.holders:
             return holds(flow.holders[value.id], obj, flow, followed)
     return False
+
+
+def closure_holds(value: Optional[ast.expr], obj: ast.expr, function: ast.AST) -> bool:
+    """Whether ``value`` is a function made in ``function`` that keeps ``obj`` (a name of
+    ``function``): a lambda or nested def reading it as a free variable, or a def wrapped with
+    ``@wraps(obj)`` (which sets ``__wrapped__``). ``d[id(func)] = wrapper`` then holds ``func``."""
+    if not isinstance(obj, ast.Name) or value is None:
+        return False
+    if isinstance(value, ast.Lambda):
+        return obj.id not in _parameters(value.args) and _reads(value.body, obj.id)
+    if not isinstance(value, ast.Name):
+        return False
+    for node in walk_same_scope(function):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == value.id:
+            if any(isinstance(d, ast.Call) and any(same_expr(a, obj) for a in d.args) for d in node.decorator_list):
+                return True
+            bound = _parameters(node.args) | {
+                t.id for n in ast.walk(node) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                for target in (n.targets if isinstance(n, ast.Assign) else [n.target]) for t in ast.walk(target)
+                if isinstance(t, ast.Name)
+            }
+            return obj.id not in bound and any(_reads(statement, obj.id) for statement in node.body)
+    return False
+
+
+def _parameters(arguments: ast.arguments) -> set[str]:
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg, arguments.kwarg]
+    return {a.arg for a in every if a is not None}
+
+
+def _reads(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(node))
 
 
 def _chosen_for(call: ast.Call, obj: ast.expr) -> bool:

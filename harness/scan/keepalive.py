@@ -13,7 +13,7 @@ from harness.scan.destinations import MUTATORS
 from harness.scan.filenames import names_a_file
 from harness.scan.finalizers import Finalizers
 from harness.scan.framemates import frame_holder
-from harness.scan.holders import aliases, holds, immortal, loop_holder, owner_pinned, roots
+from harness.scan.holders import aliases, closure_holds, holds, immortal, loop_holder, owner_pinned, roots
 from harness.scan.keys import KeyFacts
 from harness.scan.passthrough import returns_argument
 from harness.scan.scopes import Binding
@@ -64,13 +64,17 @@ class KeepAlive(Finalizers):
         flow = self.place.flow
         reasons = []
         root, _ = root_of(container)
+        own = [root, *(root_of(alias)[0] for alias in aliases(container, self.place))]
         for obj in key.objects:
             shown = render(obj)
-            if same_expr(root, obj) and not names_a_file(key_node, container, self.place.scope.node):
+            if any(same_expr(r, obj) for r in own) and not names_a_file(key_node, container, self.place.scope.node):
                 reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
                 continue
             if holds(value, obj, flow) or holds(also_holding, obj, flow):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
+                continue
+            if closure_holds(value, obj, self.place.scope.node):
+                reasons.append(f"the entry is a function made here that holds {shown} (it reads it, or wraps it), so its id cannot be reused while the entry exists")
                 continue
             if returns_argument(value, obj, self.module.functions, flow.holders):
                 reasons.append(f"the entry holds {shown} itself, handed back by {render(value)}, so its id cannot be reused while the entry exists")

@@ -140,7 +140,7 @@ class KeyReader:
     def _key_from_call(self, call: ast.Call) -> Optional[KeyFacts]:
         if self.is_id_call(call):
             target = call.args[0]
-            return KeyFacts(KeyKind.ID, (target,), f"id({render(target)})")
+            return KeyFacts(KeyKind.ID, _listed(self._iterated.get(getattr(target, "id", None))) or (target,), f"id({render(target)})")
         name = callee_name(call)
         if isinstance(call.func, ast.Name) and name == "hash" and len(call.args) == 1:
             target = call.args[0]
@@ -250,7 +250,7 @@ class KeyReader:
             return None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id == "map" and len(node.args) >= 2 and self.is_id_function(node.args[0]):
-                return KeyFacts(KeyKind.ID, (), f"id({render(node.args[1])})")
+                return KeyFacts(KeyKind.ID, _listed(node.args[1]), f"id({render(node.args[1])})")
             if node.func.id in _SET_BUILDERS | _LIST_BUILDERS | {"iter", "reversed"} and len(node.args) == 1:
                 return self.id_source(node.args[0])
         return None
@@ -297,3 +297,11 @@ class KeyReader:
             if element is not None:
                 return CollectionFacts(element, True, False, argument.elt.elts[1], node)
         return None
+
+
+def _listed(iterable: Optional[ast.expr]) -> tuple[ast.expr, ...]:
+    """The elements of a literal tuple, list or set (``map(id, (int, str))``, ``id(t) for t in
+    {A, B}``): the objects whose ids the elements are; empty for anything else."""
+    if isinstance(iterable, (ast.Tuple, ast.List, ast.Set)) and not any(isinstance(e, ast.Starred) for e in iterable.elts):
+        return tuple(iterable.elts)
+    return ()

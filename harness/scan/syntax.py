@@ -38,6 +38,14 @@ _ITEM_ACCESSORS = {"setdefault", "get", "__getitem__"}
 _VIEWS = {"keys", "values", "items"}
 
 
+def named_attribute(node: ast.expr) -> bool:
+    """``getattr(obj, name)`` or ``getattr(obj, name, default)``."""
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        and len(node.args) in (2, 3) and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)
+    )
+
+
 def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
     """Strip attribute and subscript access: ``self.a[k].b`` gives ``(self, ["a", "[]", "b"])``.
 
@@ -59,6 +67,11 @@ def root_of(expr: ast.expr) -> tuple[ast.expr, list[str]]:
             node = node.func.value
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _VIEWS and not node.args:
             node = node.func.value
+        elif named_attribute(node):
+            # getattr(self, name, {}): an attribute of self, named at run time
+            named = node.args[1]
+            parts.append(named.value if isinstance(named, ast.Constant) and isinstance(named.value, str) else "?")
+            node = node.args[0]
         else:
             break
     parts.reverse()

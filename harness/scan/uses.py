@@ -20,7 +20,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.syntax import callee_name, render
+from harness.scan.syntax import callee_name, render, walk_same_scope
 
 # Calls that only report: a warning or a log record.
 _REPORTS = {"warn", "warning", "warn_explicit", "info", "debug", "error", "log", "exception", "critical", "warning_once", "info_once", "warn_once"}
@@ -124,11 +124,12 @@ def _warning_dedup(hits: list, writes: list) -> Optional[str]:
 
 def _only_warns(function: ast.AST, hit) -> bool:
     """The function returns nothing, stores into nothing but locals (and the set through
-    ``add``), and reports: a membership hit only skips its message."""
+    ``add``), and reports, itself: a membership hit only skips its message. A report made in a
+    function it defines (a handler it installs) is not enough."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     reports = False
-    for node in ast.walk(function):
+    for node in walk_same_scope(function):   # a report in a nested handler is not this function's
         if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and getattr(node, "value", None) is not None:
             return False
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
