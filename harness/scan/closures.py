@@ -202,11 +202,9 @@ def _wrapper_and_wrapped(hit) -> Optional[tuple[str, str]]:
     if hit.key is None:
         return None
     objects = [obj for obj in hit.key.objects if not _display(obj)]
-    if objects:
-        if not all(_argument_of_nested(obj, scope, frame, hit.module.parents) for obj in objects):
-            return None
-    elif not _made_from_own_arguments(hit, scope):
-        return None
+    own = objects and all(_argument_of_nested(obj, scope, frame, hit.module.parents) for obj in objects)
+    if not own and not _made_from_own_arguments(hit, scope):
+        return None   # objects the scan names in a key factory's own code count by the call
     wrapped = _wrapped_call(node, scope)
     if wrapped is None or not (node.decorator_list or _returned_by(node.name, frame.node)):
         return None
@@ -309,8 +307,10 @@ def _set_by_nested(maker: Scope, name: str) -> bool:
 
 
 def _given(call: ast.Call) -> list[ast.expr]:
-    """What ``call`` passes, positionally (``*args`` as ``args``) or by keyword."""
-    return [a.value if isinstance(a, ast.Starred) else a for a in call.args] + [k.value for k in call.keywords]
+    """What ``call`` passes, positionally (``*args`` as ``args``) or by keyword, and the items of
+    a tuple or list it passes (``make_hash((name, args, kwargs))``)."""
+    given = [a.value if isinstance(a, ast.Starred) else a for a in call.args] + [k.value for k in call.keywords]
+    return given + [e for a in given if isinstance(a, (ast.Tuple, ast.List)) for e in a.elts]
 
 
 def _returned_by(name: str, maker: ast.AST) -> bool:

@@ -150,6 +150,16 @@ def _nested_function(name: str, scope) -> Optional[ast.AST]:
     return defined[0] if len(defined) == 1 else None
 
 
+def _given_container(store: ParamStore, function: ast.AST, arguments: dict) -> Optional[ast.expr]:
+    """The caller's argument that ``store``'s container is, when the callee stores into a
+    parameter of its own (``def _cache_put(cache, key, value): cache[key] = value``)."""
+    if not isinstance(store.container, ast.Name) or store.container.id not in arguments:
+        return None
+    if not any(node is store.node for node in walk_same_scope(function)):
+        return None   # a store of a function it hands the key on to: its names are its own
+    return arguments[store.container.id]
+
+
 def _one_per_container(uses: list[ParamStore]) -> list[ParamStore]:
     """The first use of each container and sink (a key reaching ``self._cache`` along
     several calls is one store, or one read, at the call that hands it on)."""
@@ -208,6 +218,11 @@ class IndirectStores:
         for param, argument, key in keyed:
             for store in _one_per_container(param_stores(function, param, self.module)):
                 value = dict(arguments).get(store.value.id) if isinstance(store.value, ast.Name) else None
+                container = _given_container(store, function, dict(arguments))
+                if container is not None:
+                    # _cache_put(_CACHE, key, value): the callee stores into the container it is given
+                    self._store(call, container, key, argument, None, also_holding=value, sink=store.sink)
+                    continue
                 verdict = self.judge.container(store.container, self.place.at(callee))
                 line = getattr(store.node, "lineno", "?")
                 verdict = dataclasses.replace(verdict, reason=f"{render(call.func)}() stores it in {render(store.container)} (line {line}): {verdict.reason}")

@@ -110,6 +110,8 @@ EXPECTED_USES = {
 # get/set or a setter named by its verb; each beside its contrast.
 MEMO_FIXTURE = FIXTURE.parent / "memoisers.py"
 EXPECTED_MEMO = {
+    "cache": (Confidence.HIGH, "a memo kept as long as the wrapper"),
+    "region_cache": (Confidence.LOW, "this is no memo"),
     "cache in memo_by_key_maker()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "results in memo_over_own_arguments()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "chosen in memo_over_maker_arguments()": (Confidence.LOW, "that one call was given"),
