@@ -37,6 +37,7 @@ from harness.scan.getters import keyed_by_getters
 from harness.scan.holders import immortal
 from harness.scan.importtime import taken_at_import
 from harness.scan.lastarg import remembers_last_argument
+from harness.scan.metaclass import instances_per_arguments
 from harness.scan.livewalk import walks_live_objects
 from harness.scan.savedfirst import saved_first
 from harness.scan.stategetters import module_state_getter
@@ -133,6 +134,9 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     if lifetime is Lifetime.INSTANCE:
         if owned:
             return Assessment(owned.confidence, owned.reason)
+        per_arguments = instances_per_arguments(writes)
+        if per_arguments is not None:
+            return Assessment(Confidence.HIGH, per_arguments)
         if unread is not None:
             return Assessment(Confidence.LOW, unread)
         wrapper = wrapping_call(_scope(primary))

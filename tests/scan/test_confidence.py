@@ -110,6 +110,8 @@ EXPECTED_USES = {
 # get/set or a setter named by its verb; each beside its contrast.
 MEMO_FIXTURE = FIXTURE.parent / "memoisers.py"
 EXPECTED_MEMO = {
+    "_PerArguments._instances": (Confidence.HIGH, "classes live for the whole process"),
+    "_Counted._seen": (Confidence.LOW, "one phase"),
     "cache": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "region_cache": (Confidence.LOW, "this is no memo"),
     "cache in memo_by_key_maker()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
