@@ -11,7 +11,7 @@ from typing import Optional
 from harness.scan.derived import arguments_in
 from harness.scan.facts import IDENTITY_HASHED_ANNOTATIONS, Factory, ModuleFacts, nested_factory_name
 from harness.scan.flow import FlowState
-from harness.scan.keys import CollectionFacts, KeyFacts, KeyReader
+from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind, KeyReader
 from harness.scan.scopes import Binding, Scope
 from harness.scan.syntax import dotted, render
 
@@ -113,13 +113,27 @@ class Place:
             if binding in (Binding.LOCAL, Binding.CLOSURE):
                 factory = self.factories.get(nested_factory_name(self.module, owner, call.func.id))
         if factory is None:
-            return None
+            return self._key_from_maker(call)
         objects = []
         for param in factory.object_params:
             argument = _argument_for(call, factory.params, param)
             if argument is not None:
                 objects.append(argument)
         return KeyFacts(factory.kind, tuple(objects), f"{render(call)} (returns {factory.returned})", factory.guessed)
+
+    def _key_from_maker(self, call: ast.Call) -> Optional[KeyFacts]:
+        """``builder = KeyBuilder(prefix=f"m_{id(self)}")`` then ``builder.build_key(args)``: a
+        method of an object made here with an id-derived argument gives a key carrying it."""
+        if not (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)):
+            return None
+        made = self.flow.holders.get(call.func.value.id)
+        if not isinstance(made, ast.Call) or not _named_like_a_class(made.func):
+            return None
+        for argument in [*made.args, *(k.value for k in made.keywords)]:
+            facts = self.reader.key(argument)
+            if facts is not None:
+                return KeyFacts(KeyKind.COMPOSITE, facts.objects, f"{render(call)} (of {render(made)})", facts.guessed)
+        return None
 
     # ---- lookups the analyzer shares ---------------------------------------------------
 
@@ -157,3 +171,10 @@ def _argument_for(call: ast.Call, params: tuple[str, ...], param: str) -> Option
     if len(positional) == len(call.args) and index < len(positional):
         return positional[index]
     return None
+
+
+def _named_like_a_class(func: ast.expr) -> bool:
+    """``KeyBuilder(...)`` or ``keys.KeyBuilder(...)``: a constructor, by its capital."""
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name[:1].isupper()
+

@@ -160,6 +160,7 @@ EXPECTED_PRUNED = {
 # growing sum (fixtures/memo_stores.py); each beside its contrast.
 STORES_FIXTURE = FIXTURE.parent / "memo_stores.py"
 EXPECTED_STORES = {
+    "backend in cached_per_instance.wrapper()": (Confidence.HIGH, "handed out by get_backend()"),
     "ClientLRU.client": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "storage in memo_in_given_storage()": (Confidence.HIGH, "which is kept and calls func()"),
     "client in memo_fetching_its_client.wrapper()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
