@@ -196,9 +196,7 @@ def _build(run: _CaseRun, m: int) -> _Built:
     model_objs = run.call("model_objects", traits(state.stack).model_objects_of, model)
     tracked = walk_model(model, model_objs, targets)
     del model_objs
-    events = state.graveyard.reuse_events(tracked)
-    result.reuse_events += len(events)
-    result.reuse_examples += [f"model {m}: {new} took the id of dead {old}" for new, old in events[:4]]
+    result.add_reuse(m, state.graveyard.reuse_events(tracked))
     run.timed("stack", t0)
     return _Built(model, targets, tracked)
 

@@ -12,6 +12,29 @@ from harness.oracles.findings import Failure
 
 __harness_hidden__ = True
 
+EXAMPLES_PER_MODEL = 4      # reuse events per model shown in RankResult.reuse_examples
+_RECORD_LISTS = ("failures", "reuse_log")     # lists of records, each turned into a dict below
+
+
+@dataclasses.dataclass(frozen=True)
+class ReuseEvent:
+    """A new object of model ``model`` took the id of a dead tracked object (each told by its
+    type and its path in its model, :func:`harness.idreuse.tracker.walk_model`)."""
+
+    model: int
+    new: str
+    old: str
+
+    def line(self) -> str:
+        return f"model {self.model}: {self.new} took the id of dead {self.old}"
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "new": self.new, "old": self.old}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ReuseEvent":
+        return cls(**d)
+
 
 @dataclasses.dataclass
 class RankResult:
@@ -20,7 +43,8 @@ class RankResult:
     failures: list = dataclasses.field(default_factory=list)
     warnings: list = dataclasses.field(default_factory=list)
     reuse_events: int = 0
-    reuse_examples: list = dataclasses.field(default_factory=list)
+    reuse_examples: list = dataclasses.field(default_factory=list)    # lines for people: a few per model
+    reuse_log: list = dataclasses.field(default_factory=list)   # every ReuseEvent of the model walks, uncapped
     reuse_misses: int = 0     # forced releases whose id no new reuse target took
     steps_compared: int = 0
     digest: str = ""
@@ -44,12 +68,23 @@ class RankResult:
             for field in dataclasses.fields(self):
                 value = getattr(self, field.name)
                 # the records are built for this dict alone: nothing else holds them
-                d[field.name] = (list(value) if field.name == "failures" else value if field.name == "states"
+                d[field.name] = (list(value) if field.name in _RECORD_LISTS else value if field.name == "states"
                                  else _plain_copy(value))
         except _NotPlain:
             d = dataclasses.asdict(self)
         d["failures"] = [f.to_dict() if isinstance(f, Failure) else f for f in self.failures]
+        d["reuse_log"] = [e.to_dict() for e in self.reuse_log]
         return d
+
+    def add_reuse(self, model: int, events: list) -> None:
+        """Model ``model``'s reuse events (``(new, dead)`` pairs of descriptions, in walk order):
+        counted, every one kept in :attr:`reuse_log`, the first :data:`EXAMPLES_PER_MODEL` of them
+        shown in :attr:`reuse_examples`. Which ones come first depends on which objects happened
+        to land on a dead one's address: a check for a given event reads the log."""
+        logged = [ReuseEvent(model, new, old) for new, old in events]
+        self.reuse_events += len(logged)
+        self.reuse_log += logged
+        self.reuse_examples += [e.line() for e in logged[:EXAMPLES_PER_MODEL]]
 
     def left_with_error(self) -> bool:
         """The case ended on an exception here: peers still waiting at the precheck are told so
@@ -61,6 +96,7 @@ class RankResult:
     def from_dict(cls, d: dict) -> "RankResult":
         d = dict(d)
         d["failures"] = [Failure.from_dict(f) for f in d.get("failures", [])]
+        d["reuse_log"] = [ReuseEvent.from_dict(e) for e in d.get("reuse_log", [])]
         return cls(**d)
 
 
