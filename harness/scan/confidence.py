@@ -70,6 +70,11 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     lifetime = primary.verdict.lifetime
     owned = owned_keys_elsewhere(hits, _all_own, bound_param)
 
+    if writes and all(hit.key is not None and hit.key.fresh for hit in writes):
+        return Assessment(Confidence.LOW, (
+            "every key also holds a clock reading or a random token taken when it was made, so no later object's key "
+            "equals a dead one's"
+        ))
     per_block = reset_per_block(hits)
     if per_block is not None:
         return Assessment(Confidence.LOW, per_block)

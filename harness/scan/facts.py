@@ -339,5 +339,5 @@ def find_id_attributes(module: ModuleFacts, place_for, factories: dict[str, Fact
                     facts = place.reader.key(statement.value)
                     if facts is not None:
                         module.id_attributes[f"{scope.class_name}.{target.attr}"] = KeyFacts(
-                            facts.kind, (), f"{target.value.id}.{target.attr} (set to {facts.text})"
+                            facts.kind, (), f"{target.value.id}.{target.attr} (set to {facts.text})", fresh=facts.fresh
                         )

@@ -39,10 +39,13 @@ class KeyFacts:
     # hash() of whatever callers pass: an identity hash only when they pass plain objects,
     # which a memo of any function's arguments meets and a function of strings does not
     guessed: bool = False
+    # also made of a clock reading or a random token (``"%s_%f" % (id(self), time())``): no
+    # later key equals a dead object's
+    fresh: bool = False
 
     def combined_with(self, other: "KeyFacts", text: str) -> "KeyFacts":
         kind = KeyKind.HASH if self.kind is other.kind is KeyKind.HASH else KeyKind.COMPOSITE
-        return KeyFacts(kind, self.objects + other.objects, text, self.guessed and other.guessed)
+        return KeyFacts(kind, self.objects + other.objects, text, self.guessed and other.guessed, self.fresh or other.fresh)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +83,11 @@ class KeyEnvironment(Protocol):
 
 # Calls that turn one id-derived argument into a derived key: str(id(x)), hex(id(x)), ...
 _KEY_FORMATTERS = {"str", "hex", "oct", "bin", "repr", "format"}
+# Calls whose every result differs from the last: a clock reading or a random token.
+_FRESH_CALLS = {
+    "time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns",
+    "uuid1", "uuid4", "token_hex", "token_urlsafe", "urandom",
+}
 # Calls that build a composite key from an iterable of ids: tuple(id(x) for x in xs).
 _SEQUENCE_KEY_BUILDERS = {"tuple", "frozenset"}
 _SET_BUILDERS = {"set", "frozenset"}
@@ -197,9 +205,10 @@ class KeyReader:
             found = facts if found is None else found.combined_with(facts, render(node))
         if found is None:
             return None
+        fresh = found.fresh or any(_fresh_part(part) for part in parts)
         if found.kind is KeyKind.HASH:
-            return KeyFacts(KeyKind.HASH, found.objects, render(node), found.guessed)
-        return KeyFacts(KeyKind.COMPOSITE, found.objects, render(node), found.guessed)
+            return KeyFacts(KeyKind.HASH, found.objects, render(node), found.guessed, fresh)
+        return KeyFacts(KeyKind.COMPOSITE, found.objects, render(node), found.guessed, fresh)
 
     def is_id_call(self, call: ast.Call) -> bool:
         """``id(x)`` with the builtin id (not a local or global that shadows it)."""
@@ -305,3 +314,11 @@ def _listed(iterable: Optional[ast.expr]) -> tuple[ast.expr, ...]:
     if isinstance(iterable, (ast.Tuple, ast.List, ast.Set)) and not any(isinstance(e, ast.Starred) for e in iterable.elts):
         return tuple(iterable.elts)
     return ()
+
+
+def _fresh_part(part: ast.expr) -> bool:
+    """``time()``, ``uuid.uuid4()``, ``str(uuid4())``, ``uuid4().hex``: a part no later key repeats."""
+    while isinstance(part, ast.Attribute) or (isinstance(part, ast.Call) and callee_name(part) in _KEY_FORMATTERS and part.args):
+        part = part.value if isinstance(part, ast.Attribute) else part.args[0]
+    return isinstance(part, ast.Call) and callee_name(part) in _FRESH_CALLS
+

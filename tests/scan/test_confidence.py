@@ -86,6 +86,8 @@ EXPECTED_USES = {
     "_HOOKED": (Confidence.HIGH, "whole process"),
     "_EVAL_MEMO": (Confidence.LOW, "reset in a finally"),
     "_KEPT_MEMO": (Confidence.HIGH, "whole process"),
+    "_STORAGES": (Confidence.LOW, "clock reading"),
+    "_PLAIN_STORAGES": (Confidence.HIGH, "whole process"),
     "_local.torch['loss_mapping'] (thread-local)": (Confidence.HIGH, "thread-local storage"),
     "run._plain.torch['loss_mapping'] in map_plain()": (Confidence.LOW, "caller's"),
     "Patches._helpers": (Confidence.LOW, "what a new one would be"),
