@@ -35,6 +35,7 @@ from harness.scan.removedlater import removed_by_the_same_call
 from harness.scan.factories import closure_made_per_call
 from harness.scan.finding import Confidence
 from harness.scan.getters import keyed_by_getters
+from harness.scan.heldbeside import held_beside
 from harness.scan.holders import immortal
 from harness.scan.importtime import taken_at_import
 from harness.scan.lastarg import remembers_last_argument
@@ -51,7 +52,7 @@ from harness.scan.weakvalue import holds_only_weakly
 from harness.scan.weakentries import weak_reference_entries
 from harness.scan.weakvalued import weak_valued
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import render, root_of
+from harness.scan.syntax import root_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,7 +218,7 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     checked = checked_by_identity(hits)
     if checked:
         return Assessment(Confidence.LOW, checked)
-    held = [_held_beside(hit) for hit in writes]
+    held = [held_beside(hit) for hit in writes]
     if all(held):
         return Assessment(Confidence.LOW, f"{held[0]}: the object cannot die while that entry exists")
     pinned = [pinned_by_factory(hit, pins, factory_bases) for hit in writes]
@@ -446,40 +447,3 @@ def _is_namespace(iterable: ast.expr) -> bool:
             if name in ("vars", "getmembers", "dir"):
                 return True
     return False
-
-
-def _held_beside(hit) -> Optional[str]:
-    """Another store in the same function puts the keyed object itself (as key or value) in
-    a module-level container: ``handlers[fn] = wrapped`` beside ``ids.add(id(fn))``."""
-    if hit.key is None or not hit.key.objects:
-        return None
-    function = _function_of(hit)
-    scope = _scope(hit)
-    for obj in hit.key.objects:
-        found = None
-        for node in ast.walk(function):
-            if not isinstance(node, ast.Assign) or _inside(hit.node, node):
-                continue
-            for target in node.targets:
-                if not isinstance(target, ast.Subscript):
-                    continue
-                root, _ = root_of(target.value)
-                if not isinstance(root, ast.Name) or scope.resolve(root.id)[0] is not Binding.MODULE:
-                    continue
-                if _mentions(target.slice, obj) or _mentions(node.value, obj):
-                    found = f"{render(obj)} is also held by {render(target.value)} (line {node.lineno}), a module-level container"
-        if found is None:
-            return None
-    return found
-
-
-def _inside(node: ast.AST, statement: ast.AST) -> bool:
-    return any(inner is node for inner in ast.walk(statement))
-
-
-def _mentions(expr: ast.expr, obj: ast.expr) -> bool:
-    """``expr`` is the object itself, or a tuple or list that has it as an element."""
-    shown = render(obj)
-    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
-        return any(render(element) == shown for element in expr.elts)
-    return render(expr) == shown

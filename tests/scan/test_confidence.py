@@ -39,6 +39,8 @@ EXPECTED = {
     "_UNCHECKED": (Confidence.HIGH, "whole process"),
     "_BOUND": (Confidence.LOW, "every call of bind()"),
     "Injector._tag": (Confidence.LOW, "only into text"),
+    "_QUEUE_IDS": (Confidence.LOW, "keeps it in _KEPT_QUEUES"),
+    "_SEEN_QUEUE_IDS": (Confidence.HIGH, "whole process"),
     "Retagger._tag": (Confidence.HIGH, "replaces"),
     "BOUND_ANY": (Confidence.HIGH, "whole process"),
     "_BUFFERS": (Confidence.LOW, "built on group_key()"),
