@@ -9,6 +9,8 @@
 
     if id(self) in FROZEN.get(): ...
 
+or read through a local, ``memo = MEMO.get()``, then ``memo[id(node)] = ...``.
+
 The ids live exactly as long as the block, in which the code that set them holds the objects
 (the context it yields); a variable set and never reset keeps its value for the whole context
 instead, which this rule does not cover.
@@ -39,7 +41,7 @@ def reset_per_block(hits: list) -> Optional[str]:
     attribute = _reset_attribute(hits)
     if attribute is not None:
         return attribute
-    names = {_variable(hit.container) for hit in hits}
+    names = {_variable(_read_through(hit)) for hit in hits}
     if len(names) != 1 or None in names:
         return None
     name = names.pop()
@@ -56,6 +58,17 @@ def reset_per_block(hits: list) -> Optional[str]:
                     f"finally ({path}:{block[0].lineno}): its entries last only while that block runs"
                 )
     return None
+
+
+def _read_through(hit) -> Optional[ast.expr]:
+    """The container as written, or what the local it is (``memo = MEMO.get()``) is bound to
+    when that local is bound once."""
+    container = hit.container
+    if isinstance(container, ast.Name):
+        values = hit.module.scope_of(hit.node).values.get(container.id, [])
+        if len(values) == 1 and isinstance(values[0], ast.Call):
+            return values[0]
+    return container
 
 
 def _variable(container: Optional[ast.expr]) -> Optional[str]:

@@ -27,7 +27,6 @@ from harness.scan.blockvars import reset_per_block
 from harness.scan.caught import keeps_caught_exceptions
 from harness.scan.callbacks import removed_by_callback
 from harness.scan.closures import kept_for_one_use, memoising_method, memoising_wrapper, wrapper_kept
-from harness.scan.contextscope import scoped_context_value
 from harness.scan.compared import checked_by_identity, saved_only_in_text
 from harness.scan.owned import owned_keys_elsewhere
 from harness.scan.pins import Pin, pinned_by_factory
@@ -87,9 +86,6 @@ def assess(items: Iterable, pins: dict[str, Pin], factory_bases: dict[str, set[s
     harmless = harmless_staleness(hits, writes) or only_in_tests(hits) or weak_valued(primary) or weak_reference_entries(writes)
     if harmless is not None:
         return Assessment(Confidence.LOW, harmless)
-    scoped = [scoped_context_value(hit) for hit in writes]
-    if scoped and all(scoped):
-        return Assessment(Confidence.LOW, scoped[0])
 
     if not writes:
         if owned:

@@ -1,4 +1,4 @@
-"""A module-private factory of closures whose every caller keeps the closure for one call:
+"""A factory of closures whose every caller keeps the closure for one call:
 
     def _memoize_by_id(f):
         cache = {}
@@ -12,8 +12,9 @@
 
 The closure (and the container it captures) is made anew by each call of ``cond`` and is
 dropped when that call returns, with the objects it keyed, which that call's caller passed.
-A leading underscore keeps the factory to its module, so its callers are all in view; one
-called at module level, used as a decorator or passed on as a value is kept for the process.
+A leading underscore keeps the factory to its module, so its callers are all in view; a public
+factory is judged by its calls in every scanned file. One called at module level, used as a
+decorator or passed on as a value is kept for the process.
 """
 
 from __future__ import annotations
@@ -39,22 +40,37 @@ def closure_made_per_call(hit) -> Optional[str]:
     if (
         binding is not Binding.CLOSURE
         or not isinstance(node, ast.FunctionDef)
-        or not node.name.startswith("_")
         or factory.parent is None
         or factory.parent.kind is not ScopeKind.MODULE
     ):
         return None
-    sites = hit.module.call_sites.get(node.name, [])
-    if not sites or _used_as_value(node.name, hit.module, {id(call.func) for call, _ in sites}):
-        return None
-    for call, caller in sites:
-        if caller.kind is ScopeKind.MODULE or not _kept_for_the_call(call, caller, hit.module.parents):
+    sites = [(call, caller, hit.module) for call, caller in hit.module.call_sites.get(node.name, [])]
+    if not node.name.startswith("_"):
+        # a public factory: its calls in every scanned file (a user's own calls are not seen,
+        # so every call the package makes must keep it for one call, and it is named nowhere else)
+        index = getattr(hit.module, "index", None)
+        found = index.calls_of(node.name) if index is not None else None
+        if not found:
             return None
-    lines = ", ".join(str(call.lineno) for call, _ in sites[:3])
+        sites = [(site.call, site.scope, site.module) for site in found if _calls_function(site.call, node.name)]
+    if not sites:
+        return None
+    for module in {id(m): m for _, _, m in sites}.values():
+        if _used_as_value(node.name, module, {id(call.func) for call, _, m in sites if m is module}):
+            return None
+    for call, caller, module in sites:
+        if caller.kind is ScopeKind.MODULE or not _kept_for_the_call(call, caller, module.parents):
+            return None
+    lines = ", ".join(str(call.lineno) if module is hit.module else f"{module.path}:{call.lineno}" for call, _, module in sites[:3])
     return (
         f"{node.name}() makes a new closure and container on each call, and every caller keeps it in a local "
         f"for that call only (line {lines}): it dies with the call, as do the objects it keys"
     )
+
+
+def _calls_function(call: ast.Call, name: str) -> bool:
+    """``name(...)``, not ``obj.name(...)``: the module-level function, called by its name."""
+    return isinstance(call.func, ast.Name) and call.func.id == name
 
 
 def _used_as_value(name: str, module, calls: set) -> bool:

@@ -64,6 +64,8 @@ EXPECTED = {
     "Collector.names": (Confidence.LOW, "one phase"),
     "Collector.saved": (Confidence.LOW, "only lookups"),
     "cache in _memoize_by_id()": (Confidence.LOW, "every caller keeps it in a local"),
+    "cache in memoize_pair()": (Confidence.LOW, "every caller keeps it in a local"),
+    "cache in memoize_pair_kept()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "cache in _memoize_kept()": (Confidence.HIGH, "a memo kept as long as the wrapper"),
     "FROZEN_IDS": (Confidence.LOW, "reset in a finally"),
     "SEEN_IDS": (Confidence.LOW, "another object"),
