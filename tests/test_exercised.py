@@ -46,3 +46,22 @@ def test_the_built_in_forced_reuse_cases_are_exercised_on_one_rank():
             assert not_exercised(CASES[name], NATURAL, "passed", result.reuse_events) is None
     finally:
         stack.reset()
+
+
+def test_a_pass_whose_module_shell_did_not_land_is_not_forced_and_the_report_names_it():
+    import io
+
+    from harness.report.model import RunReport, verdict
+    from harness.report.terminal import case_line, print_summary
+
+    case = CASES["reuse/copy-symmetric"]
+    line = "rank 0: model 0: no shell landed on dead model.layers[0] (Linear) at 0x10 (20000 tries): ..."
+    reason = not_exercised(case, NATURAL, "passed", reuse_events=9, shell_misses=[line, line])
+    assert reason == f"not forced: the case forces --reuse symmetric but {line} (and 1 more)"
+    assert not_exercised(case, NATURAL, "failed", reuse_events=9, shell_misses=[line]) is None   # a failure stands
+    report = RunReport("emulated", "inproc", 1, 0, "natural",
+                       [verdict(case.name, [], reuse_events=9, repro="", shell_misses=[line])])
+    assert report.to_dict()["totals"]["shell_misses"] == 1 and report.to_dict()["cases"][0]["shell_misses"] == [line]
+    out = io.StringIO()
+    print_summary(report, out)
+    assert "shell-missed=1" in case_line(report.cases[0]) and f"  {case.name}: {line}" in out.getvalue(), out.getvalue()

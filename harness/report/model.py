@@ -44,6 +44,7 @@ class CaseReport:
     failures: list = dataclasses.field(default_factory=list)
     artifacts: dict = dataclasses.field(default_factory=dict)
     reuse_misses: int = 0        # forced reuses that did not land (see harness.idreuse.morgue)
+    shell_misses: list = dataclasses.field(default_factory=list)   # lines: dead model objects no shell landed on (harness.idreuse.shells)
     skip_reason: str = ""        # why a skipped case did not run (e.g. the stack declines it)
     forced_reuse: str = ""       # the case forces id reuse of its own (CaseSpec.reuse), whatever the run's --reuse
     tensors: dict = dataclasses.field(default_factory=dict)   # every recorded tensor's token (harness.report.tensors)
@@ -68,13 +69,13 @@ def skipped(name: str, reason: str, repro: str = "", forced_reuse: str = "") -> 
 
 def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str, warnings=(),
             steps_compared=0, models_built=0, digest="", duration_s=0.0, artifacts=None,
-            reuse_misses=0, forced_reuse="", tensors=None) -> CaseReport:
+            reuse_misses=0, forced_reuse="", tensors=None, shell_misses=()) -> CaseReport:
     failures = list(failures)
     if not failures:
         return CaseReport(name, "passed", reuse_events=reuse_events, repro=repro, warnings=list(warnings),
                           steps_compared=steps_compared, models_built=models_built, digest=digest,
                           duration_s=duration_s, artifacts=artifacts or {}, reuse_misses=reuse_misses,
-                          forced_reuse=forced_reuse, tensors=tensors or {})
+                          forced_reuse=forced_reuse, tensors=tensors or {}, shell_misses=list(shell_misses))
     oracles = sorted({f.oracle for f in failures}, key=lambda o: PRECEDENCE.index(o) if o in PRECEDENCE else 99)
     primary = oracles[0]
     outcome = "error" if primary == "error" else "failed"
@@ -86,7 +87,7 @@ def verdict(name: str, failures: list[Failure], *, reuse_events: int, repro: str
         detail += f"\n... and {len(ordered) - 12} more findings"
     return CaseReport(name, outcome, primary, oracles, ranks, reuse_events, detail, repro, list(warnings),
                       steps_compared, models_built, digest, duration_s, ordered, artifacts or {}, reuse_misses,
-                      forced_reuse=forced_reuse, tensors=tensors or {})
+                      forced_reuse=forced_reuse, tensors=tensors or {}, shell_misses=list(shell_misses))
 
 
 @dataclasses.dataclass
@@ -121,6 +122,7 @@ class RunReport:
                 "models_built": sum(c.models_built for c in self.cases),
                 "reuse_events": sum(c.reuse_events for c in self.cases),
                 "reuse_misses": sum(c.reuse_misses for c in self.cases),
+                "shell_misses": sum(len(c.shell_misses) for c in self.cases),
                 "retention_warnings": sum(map(is_retention_warning, (w for c in self.cases for w in c.warnings))),
                 "retention_failures": sum(Oracle.RETENTION in (c.oracles or ()) for c in self.cases),
             },

@@ -13,6 +13,7 @@ def case_line(case) -> str:
     extra = f"  [{case.oracle} on ranks {','.join(map(str, case.ranks))}]" if case.oracle else ""
     reuse = f" reuse={case.reuse_events}" if case.reuse_events else ""
     reuse += f" reuse-missed={case.reuse_misses}" if case.reuse_misses else ""
+    reuse += f" shell-missed={len(case.shell_misses)}" if case.shell_misses else ""
     if case.outcome == "skipped":
         return f"{_MARK[case.outcome]:5} {case.name}  ({case.skip_reason})"
     return f"{_MARK[case.outcome]:5} {case.name}  ({case.duration_s:.2f}s{reuse}){extra}"
@@ -55,6 +56,12 @@ def print_summary(report: RunReport, stream=None) -> None:
         print(f"note: {t['reuse_misses']} forced reuse(s) did not land on the new model (reuse-missed=N above): "
               "a failure that needs that reuse may not have happened in those cases; see harness/idreuse/morgue.py",
               file=out)
+    if t.get("shell_misses"):
+        print(f"note: {t['shell_misses']} dead model object(s) got no shell (shell-missed=N above), so the next "
+              "model's objects of their classes were not born on the dead ones' addresses:", file=out)
+        for case in report.cases:
+            for line in case.shell_misses:
+                print(f"  {case.name}: {line}", file=out)
     if t["retention_warnings"]:
         print("note: retention warnings mean registries keep dead models' state alive; --strict makes them failures "
               "unless the stack keeps that registry on purpose (retained_on_purpose)",

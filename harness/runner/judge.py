@@ -153,15 +153,18 @@ def repro_command_for(cfg, case, previous=None, failures=()) -> str:
 def case_report(cfg, case, shared: GroupOutcome, failures: list, previous=None) -> CaseReport:
     """The verdict of ``case``, with every rank's counters summed (or the largest, per field).
 
-    A passing case that needed id reuse and got none (:func:`~harness.oracles.exercised.not_exercised`)
-    is ``skipped`` with that reason, its counters kept: its pass says nothing of the id-reuse
-    path. Under ``--strict`` it fails instead (oracle ``exercised``)."""
+    A passing case that needed id reuse and got none, or whose forced reuse of a module object did
+    not land (:func:`~harness.oracles.exercised.not_exercised`), is ``skipped`` with that reason,
+    its counters kept: its pass says nothing of the id-reuse path it was forced onto. Under
+    ``--strict`` it fails instead (oracle ``exercised``)."""
     res = list(shared.results.values())
 
     def report(findings: list) -> CaseReport:
         return verdict(
             case.name, findings, reuse_events=sum(r.reuse_events for r in res),
             reuse_misses=sum(r.reuse_misses for r in res),
+            shell_misses=[f"rank {rank}: {miss.line()}" for rank, r in sorted(shared.results.items())
+                          for miss in r.shell_misses],
             repro=repro_command_for(cfg, case, previous, findings),
             warnings=sorted({w for r in res for w in r.warnings}),
             steps_compared=sum(r.steps_compared for r in res),
@@ -171,7 +174,8 @@ def case_report(cfg, case, shared: GroupOutcome, failures: list, previous=None) 
             tensors=table({r: shared.results[r].tensors for r in shared.results}))
 
     first = report(failures)
-    reason = not_exercised(case, cfg.reuse, first.outcome, first.reuse_events, first.reuse_misses)
+    reason = not_exercised(case, cfg.reuse, first.outcome, first.reuse_events, first.reuse_misses,
+                           first.shell_misses)
     if reason is None:
         return first
     if cfg.strict:

@@ -273,14 +273,14 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     state = run.state
     t0 = time.perf_counter()
     run.call("destroy", state.stack.destroy, built.model)
-    modules = []
+    modules, names = [], []
     if run.reuse.parks():
         state.morgue.park(built.targets)
         # The model's module objects too, which reuse_targets() does not name (shells.py).
-        modules = _placeable_objects(built.tracked)
+        modules, names = _placeable_objects(built.tracked)
     tracked = built.tracked
     built.model = built.targets = built.tracked = None
-    state.shells.take(modules)
+    run.result.add_shell_misses(m, state.shells.take(modules, names).misses)
     collect()
     parked = state.morgue.parked_ids()
     dead = state.graveyard.bury(tracked, parked)
@@ -299,19 +299,20 @@ def _death(run: _CaseRun, built: _Built, m: int) -> None:
     run.timed("hygiene", t0)
 
 
-def _placeable_objects(tracked: list) -> list:
+def _placeable_objects(tracked: list) -> tuple[list, list]:
     """The live model objects of ``tracked`` a shell can stand in for, by their path in the model
     (``model``, ``model.layers[0]``, ``model.layers[0].weight``, ``model.layers[1]``...), so that
-    a new model built in the same order puts its i-th layer on the dead i-th layer's address.
+    a new model built in the same order puts its i-th layer on the dead i-th layer's address; and
+    their descriptions, in the same order (what a miss names).
     (A function of its own: a comprehension's loop variable would stay bound in the caller.)"""
     chosen = []
     for o in tracked:
         obj = o.ref() if o.kind == "model" else None
         if obj is not None and placeable(obj):
-            chosen.append((_path_key(o.desc), obj))
+            chosen.append((_path_key(o.desc), o.desc, obj))
         obj = None
-    chosen.sort(key=lambda pair: pair[0])
-    return [obj for _, obj in chosen]
+    chosen.sort(key=lambda item: item[0])
+    return [obj for _, _, obj in chosen], [desc for _, desc, _ in chosen]
 
 
 def _path_key(desc: str) -> list:

@@ -8,12 +8,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 
+from harness.idreuse.shells import ShellMiss
 from harness.oracles.findings import Failure
 
 __harness_hidden__ = True
 
 EXAMPLES_PER_MODEL = 4      # reuse events per model shown in RankResult.reuse_examples
-_RECORD_LISTS = ("failures", "reuse_log")     # lists of records, each turned into a dict below
+_RECORD_LISTS = ("failures", "reuse_log", "shell_misses")     # lists of records, each turned into a dict below
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,7 @@ class RankResult:
     reuse_examples: list = dataclasses.field(default_factory=list)    # lines for people: a few per model
     reuse_log: list = dataclasses.field(default_factory=list)   # every ReuseEvent of the model walks, uncapped
     reuse_misses: int = 0     # forced releases whose id no new reuse target took
+    shell_misses: list = dataclasses.field(default_factory=list)   # every ShellMiss: a dead model object no shell landed on
     steps_compared: int = 0
     digest: str = ""
     meta_fingerprints: list = dataclasses.field(default_factory=list)
@@ -74,6 +76,7 @@ class RankResult:
             d = dataclasses.asdict(self)
         d["failures"] = [f.to_dict() if isinstance(f, Failure) else f for f in self.failures]
         d["reuse_log"] = [e.to_dict() for e in self.reuse_log]
+        d["shell_misses"] = [e.to_dict() for e in self.shell_misses]
         return d
 
     def add_reuse(self, model: int, events: list) -> None:
@@ -86,6 +89,12 @@ class RankResult:
         self.reuse_log += logged
         self.reuse_examples += [e.line() for e in logged[:EXAMPLES_PER_MODEL]]
 
+    def add_shell_misses(self, model: int, misses: list) -> None:
+        """Model ``model``'s objects that died and got no shell (:meth:`Shells.take
+        <harness.idreuse.shells.Shells.take>`), every one kept: the next model's instances of
+        their classes were not born where the case forces them."""
+        self.shell_misses += [dataclasses.replace(miss, model=model) for miss in misses]
+
     def left_with_error(self) -> bool:
         """The case ended on an exception here: peers still waiting at the precheck are told so
         (a buffer-integrity failure is raised out of the stack's call too: a peer that went on to
@@ -97,6 +106,7 @@ class RankResult:
         d = dict(d)
         d["failures"] = [Failure.from_dict(f) for f in d.get("failures", [])]
         d["reuse_log"] = [ReuseEvent.from_dict(e) for e in d.get("reuse_log", [])]
+        d["shell_misses"] = [ShellMiss.from_dict(e) for e in d.get("shell_misses", [])]
         return cls(**d)
 
 
