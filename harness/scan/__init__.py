@@ -60,7 +60,11 @@ through ``nonlocal``; a memo service, a function that calls a function it is giv
 rest of its arguments and keys the result by them (``use_cache(key, f, *args)``); a
 descriptor's ``__get__`` keyed by the id of the instance it is read on, in the descriptor's
 own store, unless the entry is made from that instance; and a kept closure that stands in
-for a function its maker was given (it calls that function with its own arguments).
+for a function its maker was given (it calls that function with its own arguments); a
+metaclass's ``__call__`` keeping the instance it makes from its arguments under their key in
+an attribute of the class; and stores found however the key travels: a helper of the module
+storing into the container it is given (``_cache_put(_CACHE, key, value)``), a key made by a
+method of an object built with an id-derived argument (``KeyBuilder(prefix=f"m_{id(self)}")``).
 **Low**, with the reason: only lookups are in the scanned files; nothing reads the registry
 at all where every read would be in view (a local, a closure's, a private attribute or module
 global no other scanned file names); a closure's keys are objects of the call that made it,
@@ -85,8 +89,14 @@ teardown, a lambda given to ``add_done_callback``) removes the entries; every us
 ids of one ``repr`` or walk); or a stale entry changes nothing a user sees: source in
 ``linecache.cache`` (also under an imported alias), stores made only under ``if flag:`` of a
 parameter defaulting to ``False`` that no scanned call passes, a set that only keeps a
-warning from being repeated, an entry made from objects the lookup checks with ``is not`` and
-made anew when they differ.
+warning from being repeated (reported by the function itself, not by a handler it installs),
+an entry made from objects the lookup checks with ``is not`` and made anew when they differ;
+every key also holds a clock reading or a random token; a saved id read back only into text;
+a closure factory, public or private, whose every scanned call keeps the closure for one call;
+the object is handed to a function of the module that appends it to a module-level list.
+Ids of classes named in a literal (``frozenset(map(id, (int, str)))``), a wrapper that reads
+or wraps the function keyed, and a memo kept on the object itself (``getattr(self, name)``)
+are safe.
 
 Forms for CI
 ------------
