@@ -23,6 +23,7 @@ from typing import Optional
 
 from harness.scan.delegated import passed
 from harness.scan.scopes import Binding
+from harness.scan.holders import weak_global
 from harness.scan.syntax import render, root_of, walk_same_scope
 
 _KEEPING_METHODS = {"append", "add", "appendleft", "insert"}
@@ -91,8 +92,11 @@ def _keeping_call(node: ast.AST, obj: ast.expr) -> bool:
 
 
 def _module_level(container: ast.expr, scope) -> bool:
-    root, _ = root_of(container)
-    return isinstance(root, ast.Name) and scope.resolve(root.id)[0] is Binding.MODULE
+    """A container reached from a module global that is not weak (a ``WeakSet`` keeps nothing)."""
+    root, parts = root_of(container)
+    if not isinstance(root, ast.Name) or scope.resolve(root.id)[0] is not Binding.MODULE:
+        return False
+    return bool(parts) or not weak_global(root.id, scope)
 
 
 def _inside(node: ast.AST, statement: ast.AST) -> bool:

@@ -390,3 +390,17 @@ def _constructs(call: ast.Call) -> bool:
     if isinstance(call.func, ast.Name) and call.func.id == "cls":
         return True   # cls(...) in a classmethod makes an instance of its class
     return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name
+
+
+_WEAK_CONTAINERS = {"WeakSet", "WeakKeyDictionary", "WeakValueDictionary"}
+
+
+def weak_global(name: str, scope) -> bool:
+    """A module global bound to a ``WeakSet`` or a weak dictionary: putting an object in it
+    keeps nothing alive."""
+    binding, owner = scope.resolve(name)
+    return binding is Binding.MODULE and any(
+        isinstance(value, ast.Call) and (render(value.func) or "").split(".")[-1] in _WEAK_CONTAINERS
+        for value in owner.values.get(name, [])
+    )
+

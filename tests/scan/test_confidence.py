@@ -41,6 +41,7 @@ EXPECTED = {
     "Injector._tag": (Confidence.LOW, "only into text"),
     "_QUEUE_IDS": (Confidence.LOW, "keeps it in _KEPT_QUEUES"),
     "_SEEN_QUEUE_IDS": (Confidence.HIGH, "whole process"),
+    "_WEAK_LOOP_IDS": (Confidence.HIGH, "whole process"),
     "Retagger._tag": (Confidence.HIGH, "replaces"),
     "BOUND_ANY": (Confidence.HIGH, "whole process"),
     "_BUFFERS": (Confidence.LOW, "built on group_key()"),
