@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 
 from cases.blind.pinned import Pins
 from cases.blind.test_blind_census_6_a import _answers
-from harness.idreuse.landing import born_on_death_of, seed_pools
-from harness.idreuse.morgue import quiet_allocator
+from cases.blind.test_blind_census_9_a import _page_rendered
 
 PINS = Pins("saklas==5.3.0", "python-doctr==1.1.0", "qwix==0.1.8")
 
@@ -79,33 +77,8 @@ def test_doctr_page_renders_a_dead_blocks_text():
     built from the lines, never the page's own: a block born on a replaced block's address,
     with as many lines, renders the dead block's text."""
     elements = PINS.need("python-doctr", "doctr.io.elements")
-
-    def line(text: str):
-        word = elements.Word(text, 0.9, ((0.1, 0.1), (0.5, 0.15)), 0.9,
-                             {"value": 0, "confidence": None})
-        return elements.Line([word])
-
-    def rendered(reuse: bool) -> str:
-        first = line("first")
-        kept = seed_pools(lambda: object.__new__(elements.Block))    # the victim's pool, seeded
-        page = elements.Page(np.zeros((10, 10, 3), np.uint8),
-                             [elements.Block(lines=[first])], 0, (10, 10))
-        assert page.render() == "first"     # memoised on the page
-        fresh = line("second")
-        box = [page.blocks.pop()]
-        alive = box[0] if not reuse else None
-        if reuse:    # the page's new block is born where the popped one dies
-            with quiet_allocator(), born_on_death_of(elements.Block, box) as landing:
-                block = elements.Block(lines=[fresh])
-            landing.require()
-        else:
-            block = elements.Block(lines=[fresh])
-        page.blocks.append(block)
-        del alive, kept
-        return page.render()
-
-    assert rendered(reuse=True) == "first"     # released: the dead block's text
-    assert rendered(reuse=False) == "second"   # control
+    assert _page_rendered(elements, reuse=True) == "first"     # released: the dead block's text
+    assert _page_rendered(elements, reuse=False) == "second"   # control
 
 
 def test_qwix_qep_quantizes_ops_with_different_inputs_as_one_stage(monkeypatch):

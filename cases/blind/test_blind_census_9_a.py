@@ -60,39 +60,42 @@ def test_django_function_cache_returns_a_dead_arguments_result():
     assert balance(reuse=False) == 70   # control
 
 
+def _page_rendered(elements, reuse: bool) -> str:
+    """What a page of the reading-order exporters (onnxtr's, and docTR's, whose code it is)
+    renders after its one block is replaced by a block with as many lines: the new block born on
+    the replaced one's address when ``reuse``, anywhere else otherwise (the control)."""
+    def line(text: str):
+        word = elements.Word(text, 0.9, ((0.1, 0.1), (0.5, 0.15)), 0.9,
+                             {"value": 0, "confidence": None})
+        return elements.Line([word])
+
+    first = line("first")
+    kept = seed_pools(lambda: object.__new__(elements.Block))    # the victim's pool, seeded
+    page = elements.Page(np.zeros((10, 10, 3), np.uint8),
+                         [elements.Block(lines=[first])], 0, (10, 10))
+    assert page.render() == "first"     # memoised on the page
+    fresh = line("second")
+    box = [page.blocks.pop()]
+    alive = box[0] if not reuse else None
+    if reuse:    # the page's new block is born where the popped one dies
+        with quiet_allocator(), born_on_death_of(elements.Block, box) as landing:
+            block = elements.Block(lines=[fresh])
+        landing.require()
+    else:
+        block = elements.Block(lines=[fresh])
+    page.blocks.append(block)
+    del alive, kept
+    return page.render()
+
+
 def test_onnxtr_page_renders_a_dead_blocks_text():
     """onnxtr/io/exporters.py:91-140 memoises a page's reading order on the page under the
     signature (direction, (id(block), len(block.lines)) ...), and the memo keeps new blocks
     built from the lines, never the page's own: a block born on a replaced block's address,
     with as many lines, renders the dead block's text."""
     elements = PINS.need("onnxtr", "onnxtr.io.elements")
-
-    def line(text: str):
-        word = elements.Word(text, 0.9, ((0.1, 0.1), (0.5, 0.15)), 0.9,
-                             {"value": 0, "confidence": None})
-        return elements.Line([word])
-
-    def rendered(reuse: bool) -> str:
-        first = line("first")
-        kept = seed_pools(lambda: object.__new__(elements.Block))    # the victim's pool, seeded
-        page = elements.Page(np.zeros((10, 10, 3), np.uint8),
-                             [elements.Block(lines=[first])], 0, (10, 10))
-        assert page.render() == "first"     # memoised on the page
-        fresh = line("second")
-        box = [page.blocks.pop()]
-        alive = box[0] if not reuse else None
-        if reuse:    # the page's new block is born where the popped one dies
-            with quiet_allocator(), born_on_death_of(elements.Block, box) as landing:
-                block = elements.Block(lines=[fresh])
-            landing.require()
-        else:
-            block = elements.Block(lines=[fresh])
-        page.blocks.append(block)
-        del alive, kept
-        return page.render()
-
-    assert rendered(reuse=True) == "first"     # released: the dead block's text
-    assert rendered(reuse=False) == "second"   # control
+    assert _page_rendered(elements, reuse=True) == "first"     # released: the dead block's text
+    assert _page_rendered(elements, reuse=False) == "second"   # control
 
 
 def test_calyxos_stored_node_gives_a_new_instance_a_dead_ones_value():
