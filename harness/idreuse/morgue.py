@@ -222,12 +222,19 @@ def land_on(target: int, make, held: list):
     ``target``'s pool. Only the caller's own allocations may run meanwhile; see
     :func:`quiet_allocator`.
     """
-    for i in range(len(held)):
+    return land_from(target, make, held, 0)[0]
+
+
+def land_from(target: int, make, held: list, start: int):
+    """:func:`land_on` with the tries kept in ``held[start:]`` (the slots before ``start`` hold
+    earlier searches' misses, left alive): ``(the object, its slot)`` when one lands, the slot
+    left empty for the next search, else ``(None, len(held))``."""
+    for i in range(start, len(held)):
         probe = make()
         if id(probe) == target:
-            return probe
+            return probe, i
         held[i] = probe
-    return None
+    return None, len(held)
 
 
 def _throwaway_factory(obj):

@@ -49,7 +49,7 @@ import gc
 import weakref
 from typing import Any
 
-from harness.idreuse.morgue import MORGUE, probe_slots, quiet_allocator
+from harness.idreuse.morgue import MORGUE, land_from, probe_slots, quiet_allocator
 
 __harness_hidden__ = True
 
@@ -117,15 +117,9 @@ class _Search:
     def land(self, target: int, make) -> tuple[object, int]:
         """Allocate with ``make`` until an object lands on ``target``'s block: ``(that object,
         tries)``, or ``(None, tries)`` when the list of tries is full."""
-        held, start = self.held, self.used
-        for i in range(start, len(held)):
-            probe = make()
-            if id(probe) == target:
-                self.used = i
-                return probe, i - start + 1
-            held[i] = probe
-        self.used = len(held)
-        return None, len(held) - start
+        start = self.used
+        probe, self.used = land_from(target, make, self.held, start)
+        return probe, self.used - start + (probe is not None)
 
 
 def placeable(obj: Any) -> bool:

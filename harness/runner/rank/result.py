@@ -30,7 +30,7 @@ class ReuseEvent:
         return f"model {self.model}: {self.new} took the id of dead {self.old}"
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "new": self.new, "old": self.old}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> "ReuseEvent":
