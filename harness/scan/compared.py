@@ -51,9 +51,8 @@ def saved_only_in_text(hits: list) -> Optional[str]:
         if not isinstance(container, ast.Attribute) or not container.attr.startswith("_"):
             return None
         parents = hit.module.parents
-        owner = parents.get(hit.node)
-        while owner is not None and not isinstance(owner, ast.ClassDef):
-            owner = parents.get(owner)
+        method = hit.module.scope_of(hit.node).enclosing_method
+        owner = method.parent.node if method is not None and method.parent is not None else None
         reads = [
             node for node in ast.walk(owner or hit.module.tree)
             if isinstance(node, ast.Attribute) and node.attr == container.attr and isinstance(node.ctx, ast.Load)

@@ -61,12 +61,12 @@ def descriptor_read(hit, scope, objects) -> Optional[str]:
     roots = [name_root(obj) for obj in objects]
     if not all(root is not None and root.id == params[1] for root in roots):
         return None
-    if _made_from(_stored_value(hit), params[1]):
+    if _made_from(stored_value(hit), params[1]):
         return None
     return f"{scope.class_name}.__get__"
 
 
-def _stored_value(hit) -> Optional[ast.expr]:
+def stored_value(hit) -> Optional[ast.expr]:
     """The value a store puts in: ``d[k] = value``, ``d.setdefault(k, value)``."""
     if isinstance(hit.node, ast.Call):
         return setter_value(hit.node)

@@ -22,9 +22,8 @@ import ast
 from typing import Optional
 
 from harness.scan.delegated import passed
-from harness.scan.scopes import Binding
-from harness.scan.holders import weak_global
-from harness.scan.syntax import render, root_of, walk_same_scope
+from harness.scan.holders import module_keeper
+from harness.scan.syntax import render, walk_same_scope
 
 _KEEPING_METHODS = {"append", "add", "appendleft", "insert"}
 
@@ -51,11 +50,11 @@ def _stored_beside(hit, function: ast.AST, scope, obj: ast.expr) -> Optional[str
             continue
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Subscript) and _module_level(target.value, scope) and (
+                if isinstance(target, ast.Subscript) and module_keeper(target.value, scope) and (
                     _mentions(target.slice, obj) or _mentions(node.value, obj)
                 ):
                     found = f"{render(obj)} is also held by {render(target.value)} (line {node.lineno}), a module-level container"
-        elif _keeping_call(node, obj) and _module_level(node.func.value, scope):
+        elif _keeping_call(node, obj) and module_keeper(node.func.value, scope):
             found = f"{render(obj)} is also held by {render(node.func.value)} (line {node.lineno}), a module-level container"
     return found
 
@@ -75,7 +74,7 @@ def _handed_to_keeper(hit, function: ast.AST, obj: ast.expr) -> Optional[str]:
             if render(argument) != render(obj):
                 continue
             for inner in walk_same_scope(callee):
-                if _keeping_call(inner, ast.Name(id=param)) and _module_level(inner.func.value, callee_scope):
+                if _keeping_call(inner, ast.Name(id=param)) and module_keeper(inner.func.value, callee_scope):
                     return (
                         f"{render(obj)} is handed to {node.func.id}() (line {node.lineno}), which keeps it in "
                         f"{render(inner.func.value)} (line {inner.lineno}), a module-level container"
@@ -89,14 +88,6 @@ def _keeping_call(node: ast.AST, obj: ast.expr) -> bool:
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _KEEPING_METHODS
         and any(_mentions(argument, obj) for argument in node.args)
     )
-
-
-def _module_level(container: ast.expr, scope) -> bool:
-    """A container reached from a module global that is not weak (a ``WeakSet`` keeps nothing)."""
-    root, parts = root_of(container)
-    if not isinstance(root, ast.Name) or scope.resolve(root.id)[0] is not Binding.MODULE:
-        return False
-    return bool(parts) or not weak_global(root.id, scope)
 
 
 def _inside(node: ast.AST, statement: ast.AST) -> bool:

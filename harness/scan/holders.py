@@ -395,12 +395,16 @@ def _constructs(call: ast.Call) -> bool:
 _WEAK_CONTAINERS = {"WeakSet", "WeakKeyDictionary", "WeakValueDictionary"}
 
 
-def weak_global(name: str, scope) -> bool:
-    """A module global bound to a ``WeakSet`` or a weak dictionary: putting an object in it
-    keeps nothing alive."""
-    binding, owner = scope.resolve(name)
-    return binding is Binding.MODULE and any(
+def module_keeper(container: ast.expr, scope) -> bool:
+    """``container`` is, or is reached from, a module global that keeps what is put in it: not
+    a ``WeakSet`` or weak dictionary bound at module level (putting an object in one keeps
+    nothing alive)."""
+    root, parts = root_of(container)
+    if not isinstance(root, ast.Name):
+        return False
+    binding, owner = scope.resolve(root.id)
+    return binding is Binding.MODULE and (bool(parts) or not any(
         isinstance(value, ast.Call) and (render(value.func) or "").split(".")[-1] in _WEAK_CONTAINERS
-        for value in owner.values.get(name, [])
-    )
+        for value in owner.values.get(root.id, [])
+    ))
 

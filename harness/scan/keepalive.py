@@ -13,7 +13,7 @@ from harness.scan.destinations import MUTATORS
 from harness.scan.filenames import names_a_file
 from harness.scan.finalizers import Finalizers
 from harness.scan.framemates import frame_holder
-from harness.scan.holders import aliases, closure_holds, holds, immortal, loop_holder, owner_pinned, roots, weak_global
+from harness.scan.holders import aliases, closure_holds, holds, immortal, loop_holder, module_keeper, owner_pinned, roots
 from harness.scan.keys import KeyFacts
 from harness.scan.passthrough import returns_argument
 from harness.scan.scopes import Binding
@@ -169,10 +169,7 @@ class KeepAlive(Finalizers):
         return None
 
     def _module_global(self, node: ast.expr) -> bool:
-        return (
-            isinstance(node, ast.Name) and self.place.scope.resolve(node.id)[0] is Binding.MODULE
-            and not weak_global(node.id, self.place.scope)
-        )
+        return isinstance(node, ast.Name) and module_keeper(node, self.place.scope)
 
     def _made_here(self, obj: ast.expr) -> bool:
         """Whether ``obj`` is a local of this function bound only to call results (an object

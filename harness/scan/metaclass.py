@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.decorators import stored_value
 from harness.scan.syntax import render, root_of
 
 # Bases that make a class a metaclass: ``type`` itself and the metaclasses of the standard
@@ -47,24 +48,15 @@ def _made_instance(hit) -> Optional[str]:
     function = scope.node
     if not isinstance(function, ast.FunctionDef) or function.name != "__call__" or not scope.bound_param:
         return None
-    owner = _class_of(function, hit.module.parents)
-    if owner is None or not any(_metaclass_base(base) for base in owner.bases):
+    owner = scope.parent.node if scope.class_name and scope.parent is not None else None
+    if not isinstance(owner, ast.ClassDef) or not any(_metaclass_base(base) for base in owner.bases):
         return None
     root, parts = root_of(hit.container) if hit.container is not None else (None, [])
     if not isinstance(root, ast.Name) or root.id != scope.bound_param or not parts:
         return None
-    statement = hit.node
-    while statement is not None and not isinstance(statement, ast.stmt):
-        statement = hit.module.parents.get(statement)
-    value = getattr(statement, "value", None)
-    if not _constructed(value, function):
+    if not _constructed(stored_value(hit), function):
         return None
     return owner.name
-
-
-def _class_of(function: ast.AST, parents: dict) -> Optional[ast.ClassDef]:
-    parent = parents.get(function)
-    return parent if isinstance(parent, ast.ClassDef) else None
 
 
 def _metaclass_base(base: ast.expr) -> bool:
