@@ -89,14 +89,20 @@ teardown, a lambda given to ``add_done_callback``) removes the entries; every us
 ids of one ``repr`` or walk); or a stale entry changes nothing a user sees: source in
 ``linecache.cache`` (also under an imported alias), stores made only under ``if flag:`` of a
 parameter defaulting to ``False`` that no scanned call passes, a set that only keeps a
-warning from being repeated (reported by the function itself, not by a handler it installs),
+warning from being repeated (reported by the function itself, not by a handler it installs,
+or in an ``if k not in seen:`` block holding nothing but the add and the report),
 an entry made from objects the lookup checks with ``is not`` and made anew when they differ;
 every key also holds a clock reading or a random token; a saved id read back only into text;
 a closure factory, public or private, whose every scanned call keeps the closure for one call;
 the object is handed to a function of the module that appends it to a module-level list.
 Ids of classes named in a literal (``frozenset(map(id, (int, str)))``), a wrapper that reads
 or wraps the function keyed, and a memo kept on the object itself (``getattr(self, name)``)
-are safe.
+are safe; so are an entry that is, or is made with, a closure reading the keyed object
+(``Thread(target=run)``, ``_make_stop(container)`` of a module factory returning one), a
+value given the object on an attribute in the statements right after the store
+(``d[id(model)] = self; self._model = model``), and an entry each object writes under
+``id(self)`` alone in its ``__init__``'s own body into a module registry only ever looked up
+by key (an object born on a dead one's address overwrites the stale entry).
 
 Forms for CI
 ------------

@@ -341,16 +341,25 @@ def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = 
     return False
 
 
-def closure_holds(value: Optional[ast.expr], obj: ast.expr, function: ast.AST) -> bool:
+def closure_holds(value: Optional[ast.expr], obj: ast.expr, function: ast.AST, holders: Optional[dict] = None) -> bool:
     """Whether ``value`` is a function made in ``function`` that keeps ``obj`` (a name of
     ``function``): a lambda or nested def reading it as a free variable, or a def wrapped with
-    ``@wraps(obj)`` (which sets ``__wrapped__``). ``d[id(func)] = wrapper`` then holds ``func``."""
+    ``@wraps(obj)`` (which sets ``__wrapped__``). ``d[id(func)] = wrapper`` then holds ``func``.
+    An object made with such a function holds it too: ``d[id(src)] = Thread(target=run)``
+    (or a local bound to that call, followed through ``holders``)."""
     if not isinstance(obj, ast.Name) or value is None:
         return False
     if isinstance(value, ast.Lambda):
         return obj.id not in _parameters(value.args) and _reads(value.body, obj.id)
+    if isinstance(value, ast.Call):
+        return _constructs(value) and any(
+            closure_holds(part, obj, function) for part in [*value.args, *(k.value for k in value.keywords)]
+        )
     if not isinstance(value, ast.Name):
         return False
+    made = (holders or {}).get(value.id)
+    if isinstance(made, ast.Call):
+        return closure_holds(made, obj, function)
     for node in walk_same_scope(function):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == value.id:
             if any(isinstance(d, ast.Call) and any(same_expr(a, obj) for a in d.args) for d in node.decorator_list):
@@ -361,6 +370,30 @@ def closure_holds(value: Optional[ast.expr], obj: ast.expr, function: ast.AST) -
                 if isinstance(t, ast.Name)
             }
             return obj.id not in bound and any(_reads(statement, obj.id) for statement in node.body)
+    return False
+
+
+def attached_after(sink: ast.AST, value: Optional[ast.expr], obj: ast.expr, parents: dict) -> bool:
+    """``d[id(model)] = self`` then ``self._model = model`` in the same block: a statement after
+    the store, run whenever it is, sets ``obj`` on the value the entry holds."""
+    if not isinstance(value, ast.Name) or not isinstance(obj, ast.Name):
+        return False
+    statement = sink
+    while statement is not None and not isinstance(statement, ast.stmt):
+        statement = parents.get(statement)
+    block = next((
+        body for field in ("body", "orelse", "finalbody")
+        if isinstance(body := getattr(parents.get(statement), field, None), list) and statement in body
+    ), None)
+    if block is None:
+        return False
+    for later in block[block.index(statement) + 1:]:
+        if isinstance(later, ast.Assign) and same_expr(later.value, obj) and any(
+            isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == value.id for t in later.targets
+        ):
+            return True
+        if any(isinstance(n, ast.Name) and n.id in (value.id, obj.id) and not isinstance(n.ctx, ast.Load) for n in ast.walk(later)):
+            return False
     return False
 
 

@@ -11,11 +11,12 @@ from typing import Optional
 
 from harness.scan.destinations import MUTATORS
 from harness.scan.filenames import names_a_file
+from harness.scan.bornwrites import written_at_birth
 from harness.scan.finalizers import Finalizers
 from harness.scan.framemates import frame_holder
-from harness.scan.holders import aliases, closure_holds, holds, immortal, loop_holder, module_keeper, owner_pinned, roots
+from harness.scan.holders import aliases, attached_after, closure_holds, holds, immortal, loop_holder, module_keeper, owner_pinned, roots
 from harness.scan.keys import KeyFacts
-from harness.scan.passthrough import returns_argument
+from harness.scan.passthrough import returns_argument, returns_closure_over
 from harness.scan.scopes import Binding
 from harness.scan.syntax import render, root_of, same_expr, walk_block, walk_same_scope
 
@@ -70,14 +71,22 @@ class KeepAlive(Finalizers):
             if any(same_expr(r, obj) for r in own) and not names_a_file(key_node, container, self.place.scope.node):
                 reasons.append(f"{render(container)} belongs to {shown} itself, so it cannot outlive it")
                 continue
-            if holds(value, obj, flow) or holds(also_holding, obj, flow):
+            if holds(value, obj, flow) or holds(also_holding, obj, flow) or attached_after(sink, value, obj, self.module.parents):
                 reasons.append(f"the entry holds {shown} itself, so its id cannot be reused while the entry exists")
                 continue
-            if closure_holds(value, obj, self.place.scope.node):
-                reasons.append(f"the entry is a function made here that holds {shown} (it reads it, or wraps it), so its id cannot be reused while the entry exists")
+            if closure_holds(value, obj, self.place.scope.node, flow.holders):
+                reasons.append(f"the entry is, or is made with, a function made here that holds {shown} (it reads it, or wraps it), so its id cannot be reused while the entry exists")
+                continue
+            born = written_at_birth(sink, obj, key_node, container, self.place)
+            if born is not None:
+                reasons.append(born)
                 continue
             if returns_argument(value, obj, self.module.functions, flow.holders):
                 reasons.append(f"the entry holds {shown} itself, handed back by {render(value)}, so its id cannot be reused while the entry exists")
+                continue
+            if returns_closure_over(value, obj, self.module.functions, flow.holders):
+                made = flow.holders.get(value.id, value) if isinstance(value, ast.Name) else value
+                reasons.append(f"the entry is a function {render(made)} makes that reads {shown}, so it holds {shown} and its id cannot be reused while the entry exists")
                 continue
             owner = self._read_from_held(obj, (value, also_holding))
             if owner is not None:

@@ -7,7 +7,15 @@
     cache[str(id(gm))] = partition(gm, options)
 
 Every ``return`` of ``partition`` returns the parameter the keyed object is passed to, so the
-entry's value is that object and its id cannot be reused while the entry lives.
+entry's value is that object and its id cannot be reused while the entry lives. A factory of
+closures hands the object back inside the function it makes:
+
+    def make_stop(container):
+        def stop():
+            container.stop()
+        return stop
+
+    callbacks[id(container)] = make_stop(container)
 """
 
 from __future__ import annotations
@@ -21,18 +29,52 @@ from harness.scan.syntax import callee_name, same_expr, walk_same_scope
 def returns_argument(value: Optional[ast.expr], obj: ast.expr, functions: dict, holders: dict) -> bool:
     """Whether ``value`` (or the call a local ``value`` was bound to) calls a module-level
     function of ``functions`` that returns, on every path, the parameter given ``obj``."""
-    if isinstance(value, ast.Name):
-        value = holders.get(value.id)
-    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
-        return False
-    function = functions.get(callee_name(value) or "")
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    param = param_given(value, obj, function)
-    if param is None:
+    function, param = _called_with(value, obj, functions, holders)
+    if function is None or param is None:
         return False
     returns = [node for node in walk_same_scope(function) if isinstance(node, ast.Return)]
     return bool(returns) and all(isinstance(r.value, ast.Name) and r.value.id == param for r in returns)
+
+
+def returns_closure_over(value: Optional[ast.expr], obj: ast.expr, functions: dict, holders: dict) -> bool:
+    """Whether ``value`` (or the call a local ``value`` was bound to) calls a module-level
+    function of ``functions`` that returns, on every path, a function it makes (a nested def or
+    a lambda) reading the parameter given ``obj``, which that parameter's name is never rebound in."""
+    function, param = _called_with(value, obj, functions, holders)
+    if function is None or param is None:
+        return False
+    nested = {
+        node.name: node for node in walk_same_scope(function) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    returns = [node for node in walk_same_scope(function) if isinstance(node, ast.Return)]
+    if not returns or _rebinds(function, param):
+        return False
+    for r in returns:
+        made = nested.get(r.value.id) if isinstance(r.value, ast.Name) else r.value
+        if not isinstance(made, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or not _reads(made, param):
+            return False
+    return True
+
+
+def _called_with(value, obj, functions, holders):
+    if isinstance(value, ast.Name):
+        value = holders.get(value.id)
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+        return None, None
+    function = functions.get(callee_name(value) or "")
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None, None
+    return function, param_given(value, obj, function)
+
+
+def _rebinds(function: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(function))
+
+
+def _reads(made: ast.AST, name: str) -> bool:
+    body = made.body if isinstance(made, ast.Lambda) else made
+    shadowed = {a.arg for a in (*made.args.posonlyargs, *made.args.args, *made.args.kwonlyargs)}
+    return name not in shadowed and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(body))
 
 
 def param_given(call: ast.Call, obj: ast.expr, function: ast.AST, bound: bool = False) -> Optional[str]:

@@ -6,7 +6,8 @@
   (``if is_debug: pool[id(item)] = True``), and no scanned call passes it;
 * a set that only keeps a warning from being repeated: every lookup is ``if k in seen:
   return`` in a function that returns nothing, stores nothing but the set, and warns or logs
-  (or ``if k not in seen:`` around the add and the warning);
+  (or ``if k not in seen:`` around the add and the warning), or an ``if k not in seen:``
+  block, anywhere, that holds nothing but the add and the report;
 * an entry made from other objects alone and made anew whenever the one found was made from
   others (``if k not in h or h[k].logger is not logger: h[k] = Helper(logger)``): a stale
   entry is what a new one would be.
@@ -20,7 +21,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.syntax import callee_name, render, walk_same_scope
+from harness.scan.syntax import callee_name, render, same_expr, walk_same_scope
 
 # Calls that only report: a warning or a log record.
 _REPORTS = {"warn", "warning", "warn_explicit", "info", "debug", "error", "log", "exception", "critical", "warning_once", "info_once", "warn_once"}
@@ -117,9 +118,37 @@ def _warning_dedup(hits: list, writes: list) -> Optional[str]:
         return None
     for hit in hits:
         function = hit.module.scope_of(hit.node).node
-        if not _only_warns(function, hit):
+        if not _only_warns(function, hit) and _warning_block(hit) is None:
             return None
     return "the set only keeps a warning from being repeated: a stale entry skips a message, nothing else"
+
+
+def _warning_block(hit) -> Optional[ast.If]:
+    """``if k not in seen: seen.add(k); warnings.warn(...)``, with no ``else``: the block the
+    membership test guards does nothing but add the key and report, so the test (and the add
+    in that block) only decides whether a message is printed."""
+    parents = hit.module.parents
+    node = hit.node
+    while node is not None and not isinstance(node, ast.If):
+        node = parents.get(node)
+    if node is None or node.orelse or not isinstance(node.test, ast.Compare):
+        return None
+    test = node.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.NotIn):
+        return None
+    if hit.node is not test and not any(hit.node is inner for statement in node.body for inner in ast.walk(statement)):
+        return None
+    reports = False
+    for statement in node.body:
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if not isinstance(call, ast.Call):
+            return None
+        name = callee_name(call)
+        if name in _REPORTS:
+            reports = True
+        elif not (name == "add" and isinstance(call.func, ast.Attribute) and same_expr(call.func.value, test.comparators[0])):
+            return None
+    return node if reports else None
 
 
 def _only_warns(function: ast.AST, hit) -> bool:

@@ -89,6 +89,8 @@ EXPECTED_USES = {
     "_WARNED": (Confidence.LOW, "warning"),
     "_PATCHED": (Confidence.HIGH, "whole process"),
     "_HOOKED": (Confidence.HIGH, "whole process"),
+    "_WARNED_IN_BLOCK": (Confidence.LOW, "warning"),
+    "_SKIPPED_IN_BLOCK": (Confidence.HIGH, "whole process"),
     "_EVAL_MEMO": (Confidence.LOW, "reset in a finally"),
     "_KEPT_MEMO": (Confidence.HIGH, "whole process"),
     "_STORAGES": (Confidence.LOW, "clock reading"),

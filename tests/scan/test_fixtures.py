@@ -115,7 +115,7 @@ def test_safe_findings_say_why(fixture_scan):
             reason = finding.detail.split(": ", 1)[1]
             assert any(word in reason for word in (
                 "holds", "dies", "temporary", "memo", "finalize", "every", "belongs", "finally", "whole process",
-                "removes", "empties", "made without", "passed in", "checks", "new container", "drop it",
+                "removes", "empties", "made without", "passed in", "checks", "new container", "drop it", "overwrites",
             )), reason
 
 
