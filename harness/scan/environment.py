@@ -13,7 +13,7 @@ from harness.scan.facts import IDENTITY_HASHED_ANNOTATIONS, Factory, ModuleFacts
 from harness.scan.flow import FlowState
 from harness.scan.keys import CollectionFacts, KeyFacts, KeyKind, KeyReader
 from harness.scan.scopes import Binding, Scope
-from harness.scan.syntax import dotted, render
+from harness.scan.syntax import constructs, dotted, render
 
 
 # Annotations that let a caller pass any object.
@@ -127,7 +127,7 @@ class Place:
         if not (isinstance(call.func, ast.Attribute) and isinstance(call.func.value, ast.Name)):
             return None
         made = self.flow.holders.get(call.func.value.id)
-        if not isinstance(made, ast.Call) or not _named_like_a_class(made.func):
+        if not isinstance(made, ast.Call) or not constructs(made):
             return None
         for argument in [*made.args, *(k.value for k in made.keywords)]:
             facts = self.reader.key(argument)
@@ -171,10 +171,3 @@ def _argument_for(call: ast.Call, params: tuple[str, ...], param: str) -> Option
     if len(positional) == len(call.args) and index < len(positional):
         return positional[index]
     return None
-
-
-def _named_like_a_class(func: ast.expr) -> bool:
-    """``KeyBuilder(...)`` or ``keys.KeyBuilder(...)``: a constructor, by its capital."""
-    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    return name[:1].isupper()
-

@@ -27,7 +27,7 @@ import builtins
 from typing import Optional
 
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import named_attribute, callee_name, names_passed, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import named_attribute, constructs, names_passed, render, root_of, same_expr, walk_same_scope
 
 _BUILTIN_NAMES = set(dir(builtins))
 _TUPLE_BUILDERS = {"tuple", "frozenset"}
@@ -324,7 +324,7 @@ def holds(value: Optional[ast.expr], obj: ast.expr, flow, followed: frozenset = 
         return any(holds(part, obj, flow, followed) for part in [*value.keys, *value.values] if part is not None)
     if isinstance(value, ast.Starred):
         return holds(value.value, obj, flow, followed)
-    if isinstance(value, ast.Call) and (_constructs(value) or _chosen_for(value, obj)):
+    if isinstance(value, ast.Call) and (constructs(value) or _chosen_for(value, obj)):
         # Entry(obj, meta): an instance made with the object holds it
         if any(holds(part, obj, flow, followed) for part in [*value.args, *(k.value for k in value.keywords)]):
             return True
@@ -352,7 +352,7 @@ def closure_holds(value: Optional[ast.expr], obj: ast.expr, function: ast.AST, h
     if isinstance(value, ast.Lambda):
         return obj.id not in _parameters(value.args) and _reads(value.body, obj.id)
     if isinstance(value, ast.Call):
-        return _constructs(value) and any(
+        return constructs(value) and any(
             closure_holds(part, obj, function) for part in [*value.args, *(k.value for k in value.keywords)]
         )
     if not isinstance(value, ast.Name):
@@ -415,14 +415,6 @@ def _read_from(name: str, mapping: ast.Name, flow) -> bool:
     """``name`` was bound to an item of ``mapping`` (``group = kwargs["group"]``)."""
     source = flow.holders.get(name)
     return isinstance(source, ast.Subscript) and same_expr(source.value, mapping)
-
-
-def _constructs(call: ast.Call) -> bool:
-    """A call of a class by its name (``Entry(...)``, ``mod.Entry(...)``), not of a weak reference."""
-    name = (callee_name(call) or "").lstrip("_")   # _Private(...) is a class call too
-    if isinstance(call.func, ast.Name) and call.func.id == "cls":
-        return True   # cls(...) in a classmethod makes an instance of its class
-    return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name
 
 
 _WEAK_CONTAINERS = {"WeakSet", "WeakKeyDictionary", "WeakValueDictionary"}

@@ -145,3 +145,10 @@ def walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
         if not isinstance(child, SCOPE_NODES):
             stack.extend(ast.iter_child_nodes(child))
 
+
+def constructs(call: ast.Call) -> bool:
+    """A call of a class by its name (``Entry(...)``, ``mod.Entry(...)``), not of a weak reference."""
+    name = (callee_name(call) or "").lstrip("_")   # _Private(...) is a class call too
+    if isinstance(call.func, ast.Name) and call.func.id == "cls":
+        return True   # cls(...) in a classmethod makes an instance of its class
+    return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name

@@ -30,6 +30,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.decorators import stored_value
 from harness.scan.passthrough import param_given
 from harness.scan.syntax import dotted, render
 
@@ -57,11 +58,9 @@ def holds_only_weakly(writes: list) -> Optional[str]:
 
 
 def _stored_value(hit) -> Optional[ast.expr]:
-    """The value of ``container[key] = value``, followed through a local bound once."""
-    statement = hit.module.parents.get(hit.node)
-    if not (isinstance(statement, ast.Assign) and any(t is hit.node for t in statement.targets)):
-        return None
-    value = statement.value
+    """The value the store puts in (:func:`~harness.scan.decorators.stored_value`), followed
+    through a local bound once."""
+    value = stored_value(hit)
     if isinstance(value, ast.Name):
         values = hit.module.scope_of(hit.node).values.get(value.id, [])
         value = values[0] if len(values) == 1 else None
