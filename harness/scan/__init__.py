@@ -93,6 +93,8 @@ warning from being repeated (reported by the function itself, not by a handler i
 or in an ``if k not in seen:`` block holding nothing but the add and the report),
 an entry made from objects the lookup checks with ``is not`` and made anew when they differ;
 every key also holds a clock reading or a random token; a saved id read back only into text;
+every entry is one value that never dies (``d[id(engine)] = orm.Session``), read by key or
+filled when missing; ``sys.modules`` written under an id-made name and never looked up by it;
 a closure factory, public or private, whose every scanned call keeps the closure for one call;
 the object is handed to a function of the module that appends it to a module-level list.
 Ids of classes named in a literal (``frozenset(map(id, (int, str)))``), a wrapper that reads
@@ -100,7 +102,8 @@ or wraps the function keyed, and a memo kept on the object itself (``getattr(sel
 are safe; so are an entry that is, or is made with, a closure reading the keyed object
 (``Thread(target=run)``, ``_make_stop(container)`` of a module factory returning one), a
 value given the object on an attribute in the statements right after the store
-(``d[id(model)] = self; self._model = model``), and an entry each object writes under
+(``d[id(model)] = self; self._model = model``), an instance of a class looked up at run time
+made with the object (``optimizer_class(config)``), and an entry each object writes under
 ``id(self)`` alone in its ``__init__``'s own body into a module registry only ever looked up
 by key (an object born on a dead one's address overwrites the stale entry).
 

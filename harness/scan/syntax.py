@@ -151,4 +151,6 @@ def constructs(call: ast.Call) -> bool:
     name = (callee_name(call) or "").lstrip("_")   # _Private(...) is a class call too
     if isinstance(call.func, ast.Name) and call.func.id == "cls":
         return True   # cls(...) in a classmethod makes an instance of its class
+    if name.endswith(("_class", "_cls")) or name in ("klass", "class_"):
+        return True   # optimizer_class(config): a class looked up at run time, named for what it is
     return name[:1].isupper() and not name[1:2].isupper() and "weak" not in name.lower() and "Ref" not in name

@@ -4,13 +4,16 @@
   a stale entry changes only the text a traceback shows;
 * a registry filled only when a parameter that defaults to ``False`` is passed true
   (``if is_debug: pool[id(item)] = True``), and no scanned call passes it;
+* ``sys.modules`` only written under a name made from an id, never looked up by it;
 * a set that only keeps a warning from being repeated: every lookup is ``if k in seen:
   return`` in a function that returns nothing, stores nothing but the set, and warns or logs
   (or ``if k not in seen:`` around the add and the warning), or an ``if k not in seen:``
   block, anywhere, that holds nothing but the add and the report;
 * an entry made from other objects alone and made anew whenever the one found was made from
   others (``if k not in h or h[k].logger is not logger: h[k] = Helper(logger)``): a stale
-  entry is what a new one would be.
+  entry is what a new one would be;
+* a registry whose every entry is one value that never dies, read by key or filled when
+  missing (:mod:`harness.scan.samevalue`).
 
 Each gives a hazard low confidence (:func:`harness.scan.confidence.assess`); none makes it
 safe, since a caller outside the scanned files could still read the registry.
@@ -21,6 +24,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.samevalue import same_value_everywhere
 from harness.scan.syntax import callee_name, render, same_expr, walk_same_scope
 
 # Calls that only report: a warning or a log record.
@@ -29,11 +33,25 @@ _REPORTS = {"warn", "warning", "warn_explicit", "info", "debug", "error", "log",
 
 def harmless_staleness(hits: list, writes: list) -> Optional[str]:
     """Why a stale entry of this registry changes nothing a user sees, or None."""
-    for rule in (_linecache, _debug_only, _warning_dedup, _rebuilt_when_changed):
+    for rule in (_linecache, _debug_only, _warning_dedup, _rebuilt_when_changed, _module_names_written):
         reason = rule(hits, writes)
         if reason is not None:
             return reason
-    return None
+    return same_value_everywhere(hits, writes) if writes else None
+
+
+def _module_names_written(hits: list, writes: list) -> Optional[str]:
+    """``sys.modules[f"{id(self)}_{name}"] = module``, never looked up by that key in view:
+    import statements name modules in code, and no code spells a name holding an id; each
+    load stores its new module over any stale one."""
+    if not writes or len(writes) != len(hits):
+        return None
+    if not all(hit.container is not None and render(hit.container) == "sys.modules" for hit in writes):
+        return None
+    return (
+        "sys.modules is only written under a name made from an id, never looked up by it: an import names its "
+        "module in code, and each load stores a new module over a stale one"
+    )
 
 
 def _linecache(hits: list, writes: list) -> Optional[str]:

@@ -91,6 +91,8 @@ EXPECTED_USES = {
     "_HOOKED": (Confidence.HIGH, "whole process"),
     "_WARNED_IN_BLOCK": (Confidence.LOW, "warning"),
     "_SKIPPED_IN_BLOCK": (Confidence.HIGH, "whole process"),
+    "_SESSION_CLASSES": (Confidence.LOW, "the same value, Session"),
+    "_HOOKED_FLAGS": (Confidence.HIGH, "whole process"),
     "_EVAL_MEMO": (Confidence.LOW, "reset in a finally"),
     "_KEPT_MEMO": (Confidence.HIGH, "whole process"),
     "_STORAGES": (Confidence.LOW, "clock reading"),
@@ -261,3 +263,29 @@ def test_a_registry_only_in_a_conftest_is_test_code(tmp_path):
     assert found["conftest.py"].confidence is Confidence.LOW, found["conftest.py"].confidence_reason
     assert "test module" in found["conftest.py"].confidence_reason
     assert found["helpers.py"].confidence is Confidence.HIGH, found["helpers.py"].confidence_reason
+
+
+def test_sys_modules_written_under_an_id_made_name_is_low_unless_looked_up(tmp_path):
+    # A loader that writes each new module into sys.modules under a name made from id(self)
+    # (low: nothing looks a module up by such a name) beside one that looks the name up first
+    # and hands back the module it finds (high: a new system on a dead one's address gets the
+    # dead one's module). Each in its own directory: sys.modules is one registry per scan.
+    written = (
+        "import importlib.util\nimport sys\n\n\nclass System:\n    def load(self, path):\n"
+        "        name = f\"{id(self)}_{path}\"\n        spec = importlib.util.spec_from_file_location(name, path)\n"
+        "        module = importlib.util.module_from_spec(spec)\n        sys.modules[name] = module\n"
+        "        spec.loader.exec_module(module)\n        return module\n"
+    )
+    looked_up = written.replace(
+        "        spec = importlib", "        if name in sys.modules:\n            return sys.modules[name]\n        spec = importlib"
+    )
+    found = {}
+    for kind, source in (("written", written), ("looked_up", looked_up)):
+        (tmp_path / kind).mkdir()
+        (tmp_path / kind / "loader.py").write_text(source)
+        registries = [f for f in scan_paths([str(tmp_path / kind)]).registries if f.severity is Severity.HAZARD]
+        assert [f.name for f in registries] == ["sys.modules"], registries
+        found[kind] = registries[0]
+    assert found["written"].confidence is Confidence.LOW, found["written"].confidence_reason
+    assert "never looked up" in found["written"].confidence_reason
+    assert found["looked_up"].confidence is Confidence.HIGH, found["looked_up"].confidence_reason
