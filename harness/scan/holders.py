@@ -375,7 +375,8 @@ def closure_holds(value: Optional[ast.expr], obj: ast.expr, function: ast.AST, h
 
 def attached_after(sink: ast.AST, value: Optional[ast.expr], obj: ast.expr, parents: dict) -> bool:
     """``d[id(model)] = self`` then ``self._model = model`` in the same block: a statement after
-    the store, run whenever it is, sets ``obj`` on the value the entry holds."""
+    the store, run whenever it is, sets ``obj`` on the value the entry holds. Only plain
+    assignments and calls may come between (a ``return``, branch or loop may skip it)."""
     if not isinstance(value, ast.Name) or not isinstance(obj, ast.Name):
         return False
     statement = sink
@@ -392,7 +393,9 @@ def attached_after(sink: ast.AST, value: Optional[ast.expr], obj: ast.expr, pare
             isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == value.id for t in later.targets
         ):
             return True
-        if any(isinstance(n, ast.Name) and n.id in (value.id, obj.id) and not isinstance(n.ctx, ast.Load) for n in ast.walk(later)):
+        if not isinstance(later, (ast.Assign, ast.AnnAssign, ast.Expr)) or any(
+            isinstance(n, ast.Name) and n.id in (value.id, obj.id) and not isinstance(n.ctx, ast.Load) for n in ast.walk(later)
+        ):
             return False
     return False
 
