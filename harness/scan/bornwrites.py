@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
-from harness.scan.syntax import same_expr
+from harness.scan.syntax import same_expr, statement_of
 
 # What a key made of id(self) alone may be spelled with: id(self), hex(id(self)), f"{id(self)}".
 _KEY_FUNCTIONS = {"id", "hex", "str"}
@@ -45,10 +45,8 @@ def written_at_birth(sink: ast.AST, obj: ast.expr, key_node: Optional[ast.expr],
     if key_node is None or not _of_self_alone(key_node, obj.id):
         return None
     parents = place.module.parents
-    statement = sink
-    while statement is not None and not isinstance(statement, ast.stmt):
-        statement = parents.get(statement)
-    if statement is None or parents.get(statement) is not function or statement not in function.body:
+    statement = statement_of(sink, parents)
+    if parents.get(statement) is not function or statement not in function.body:
         return None
     before = function.body[:function.body.index(statement)]
     if any(same_expr(inner, container) for earlier in before for inner in ast.walk(earlier)):

@@ -27,7 +27,7 @@ import builtins
 from typing import Optional
 
 from harness.scan.scopes import UNTRACKED, Binding, ScopeKind
-from harness.scan.syntax import named_attribute, constructs, names_passed, render, root_of, same_expr, walk_same_scope
+from harness.scan.syntax import block_of, constructs, named_attribute, names_passed, render, root_of, same_expr, statement_of, walk_same_scope
 
 _BUILTIN_NAMES = set(dir(builtins))
 _TUPLE_BUILDERS = {"tuple", "frozenset"}
@@ -379,15 +379,11 @@ def attached_after(sink: ast.AST, value: Optional[ast.expr], obj: ast.expr, pare
     assignments and calls may come between (a ``return``, branch or loop may skip it)."""
     if not isinstance(value, ast.Name) or not isinstance(obj, ast.Name):
         return False
-    statement = sink
-    while statement is not None and not isinstance(statement, ast.stmt):
-        statement = parents.get(statement)
-    block = next((
-        body for field in ("body", "orelse", "finalbody")
-        if isinstance(body := getattr(parents.get(statement), field, None), list) and statement in body
-    ), None)
-    if block is None:
+    statement = statement_of(sink, parents)
+    where = block_of(statement, parents)
+    if where is None:
         return False
+    block = getattr(*where)
     for later in block[block.index(statement) + 1:]:
         if isinstance(later, ast.Assign) and same_expr(later.value, obj) and any(
             isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == value.id for t in later.targets

@@ -18,7 +18,7 @@ from harness.scan.holders import aliases, attached_after, closure_holds, holds, 
 from harness.scan.keys import KeyFacts
 from harness.scan.passthrough import returns_argument, returns_closure_over
 from harness.scan.scopes import Binding
-from harness.scan.syntax import render, root_of, same_expr, walk_block, walk_same_scope
+from harness.scan.syntax import block_of, render, root_of, same_expr, statement_of, walk_block, walk_same_scope
 
 # Removing an entry is how id-keyed state is pruned: the cure, not the hazard.
 PRUNE_METHODS = {"pop", "discard", "remove", "__delitem__"}
@@ -201,20 +201,10 @@ class KeepAlive(Finalizers):
         return block is not None and block in self._blocks_around(sink)
 
     def _statement_of(self, node: ast.AST) -> ast.AST:
-        parents = self.module.parents
-        while not isinstance(node, ast.stmt) and node in parents:
-            node = parents[node]
-        return node
+        return statement_of(node, self.module.parents)
 
     def _block_of(self, statement: ast.AST) -> Optional[tuple[ast.AST, str]]:
-        parent = self.module.parents.get(statement)
-        if parent is None:
-            return None
-        for field in ("body", "orelse", "finalbody"):
-            block = getattr(parent, field, None)
-            if isinstance(block, list) and any(item is statement for item in block):
-                return (parent, field)
-        return None
+        return block_of(statement, self.module.parents)
 
     def _blocks_around(self, node: ast.AST) -> list[tuple[ast.AST, str]]:
         blocks = []

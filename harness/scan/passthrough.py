@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 from typing import Optional
 
+from harness.scan.holders import closure_holds
 from harness.scan.syntax import callee_name, same_expr, walk_same_scope
 
 
@@ -43,17 +44,11 @@ def returns_closure_over(value: Optional[ast.expr], obj: ast.expr, functions: di
     function, param = _called_with(value, obj, functions, holders)
     if function is None or param is None:
         return False
-    nested = {
-        node.name: node for node in walk_same_scope(function) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-    }
     returns = [node for node in walk_same_scope(function) if isinstance(node, ast.Return)]
     if not returns or _rebinds(function, param):
         return False
-    for r in returns:
-        made = nested.get(r.value.id) if isinstance(r.value, ast.Name) else r.value
-        if not isinstance(made, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or not _reads(made, param):
-            return False
-    return True
+    given = ast.Name(id=param, ctx=ast.Load())
+    return all(isinstance(r.value, (ast.Name, ast.Lambda)) and closure_holds(r.value, given, function) for r in returns)
 
 
 def _called_with(value, obj, functions, holders):
@@ -69,12 +64,6 @@ def _called_with(value, obj, functions, holders):
 
 def _rebinds(function: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Name) and n.id == name and not isinstance(n.ctx, ast.Load) for n in ast.walk(function))
-
-
-def _reads(made: ast.AST, name: str) -> bool:
-    body = made.body if isinstance(made, ast.Lambda) else made
-    shadowed = {a.arg for a in (*made.args.posonlyargs, *made.args.args, *made.args.kwonlyargs)}
-    return name not in shadowed and any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load) for n in ast.walk(body))
 
 
 def param_given(call: ast.Call, obj: ast.expr, function: ast.AST, bound: bool = False) -> Optional[str]:

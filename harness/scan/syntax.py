@@ -118,6 +118,27 @@ def parent_map(tree: ast.AST) -> dict[ast.AST, ast.AST]:
     return parents
 
 
+def statement_of(node: ast.AST, parents: dict) -> ast.AST:
+    """The statement ``node`` is part of (``node`` itself when it is one; the outermost node
+    reached when none encloses it)."""
+    while not isinstance(node, ast.stmt) and node in parents:
+        node = parents[node]
+    return node
+
+
+def block_of(statement: ast.AST, parents: dict) -> Optional[tuple[ast.AST, str]]:
+    """The statement list holding ``statement``, as (its owner, the field: ``body``,
+    ``orelse`` or ``finalbody``), or None."""
+    parent = parents.get(statement)
+    if parent is None:
+        return None
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and any(item is statement for item in block):
+            return (parent, field)
+    return None
+
+
 def assigned_to(node: ast.AST, parents: dict) -> Optional[ast.expr]:
     """The one target of ``target = node`` (``seen = {id(x) for x in xs}``: ``seen``), or None."""
     statement = parents.get(node)

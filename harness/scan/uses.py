@@ -33,11 +33,12 @@ _REPORTS = {"warn", "warning", "warn_explicit", "info", "debug", "error", "log",
 
 def harmless_staleness(hits: list, writes: list) -> Optional[str]:
     """Why a stale entry of this registry changes nothing a user sees, or None."""
-    for rule in (_linecache, _debug_only, _warning_dedup, _rebuilt_when_changed, _module_names_written):
+    rules = (_linecache, _debug_only, _warning_dedup, _rebuilt_when_changed, _module_names_written, same_value_everywhere)
+    for rule in rules:
         reason = rule(hits, writes)
         if reason is not None:
             return reason
-    return same_value_everywhere(hits, writes) if writes else None
+    return None
 
 
 def _module_names_written(hits: list, writes: list) -> Optional[str]:
