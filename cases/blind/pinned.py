@@ -6,6 +6,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import pathlib
+import sys
 import warnings
 
 import pytest
@@ -54,6 +55,13 @@ class Pins:
     def file(self, distribution: str, relative: str) -> pathlib.Path:
         """A file of the pinned release's package, found without importing the package."""
         return module_file(distribution, self.versions[distribution], relative)
+
+
+def only_holder(box: list, what: str) -> None:
+    """Fail, naming ``what``, unless ``box`` holds the only reference to its object: the
+    reference ``land`` frees, so that the object dies and its address can be reused."""
+    references = sys.getrefcount(box[0])   # the box's and the call's own
+    assert references == 2, f"something besides the box holds {what}"
 
 
 def reborn(box: list, make):

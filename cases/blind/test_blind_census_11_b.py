@@ -28,11 +28,10 @@ import copy
 import dataclasses
 import importlib.util
 import json
-import sys
 
 import pytest
 
-from cases.blind.pinned import Pins
+from cases.blind.pinned import Pins, only_holder
 from cases.blind.pinned import next_object as _next
 from harness.idreuse.landing import born_on_death_of, seed_pools
 from harness.idreuse.morgue import quiet_allocator
@@ -56,8 +55,7 @@ class _Secret:
             new = object.__new__(_Secret)
             scenario["box"].append(new)
         elif scenario["reuse"]:                   # the next copy, born on the first copy's address
-            references = sys.getrefcount(scenario["box"][0])
-            assert references == 2, "something besides the box holds the first record's copy"
+            only_holder(scenario["box"], "the first record's copy")
             with quiet_allocator():
                 new, held = _next(scenario["box"], lambda: object.__new__(_Secret), True)
             scenario["held"].append(held)
@@ -137,8 +135,7 @@ def test_cartesia_treats_a_permanent_handler_on_a_removed_once_handlers_address_
         connection.off("turn_update", first.handle)        # an equal bound method, not the stored one
         alive = box[0] if not reuse else None
         if reuse:
-            references = sys.getrefcount(box[0])
-            assert references == 2, "something besides the box holds the removed handler"
+            only_holder(box, "the removed handler")
         with quiet_allocator():
             handler, held = _next(box, lambda: second.handle, reuse)
         del held, shells
@@ -225,8 +222,7 @@ def test_task_ferry_child_on_a_dead_childs_address_overwrites_its_progress():
         assert root.percentage == 50
         alive = box[0] if not reuse else None
         if reuse:
-            references = sys.getrefcount(box[0])
-            assert references == 2, "something besides the box holds the finished child"
+            only_holder(box, "the finished child")
             with quiet_allocator(), born_on_death_of(progress.Progress, box) as landing:
                 child = root.create_child(represents=50, total=1)
             landing.require()

@@ -27,10 +27,9 @@ import io
 import json
 import logging
 import os
-import sys
 import tempfile
 
-from cases.blind.pinned import Pins
+from cases.blind.pinned import Pins, only_holder
 from cases.blind.pinned import next_object as _next
 from harness.idreuse.landing import born_on_death_of
 from harness.idreuse.morgue import quiet_allocator
@@ -116,8 +115,7 @@ def test_ml_goodput_gives_a_cloud_logger_born_on_a_dead_ones_address_its_handler
             assert len(box[0]._async_logger.handlers) == 1
             gc.collect()                                   # the construction's reference cycles, gone
             if reuse:
-                references = sys.getrefcount(box[0])       # the box's and the call's own
-                assert references == 2, "something besides the box holds the first logger"
+                only_holder(box, "the first logger")
                 with quiet_allocator(), born_on_death_of(goodput._CloudLogger, box) as landing:
                     later = goodput._CloudLogger(f"{job}-second", "census_goodput")
                 landing.require()

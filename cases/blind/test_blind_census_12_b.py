@@ -32,7 +32,7 @@ import pickle
 import sys
 import types
 
-from cases.blind.pinned import Pins
+from cases.blind.pinned import Pins, only_holder
 from cases.blind.pinned import next_object as _next
 from harness.idreuse.landing import seed_pools
 from harness.idreuse.morgue import land_on, probe_slots, quiet_allocator
@@ -74,8 +74,7 @@ def test_fastx_add_middleware_once_skips_an_app_on_a_dead_apps_address(monkeypat
         assert factory.add_middleware_once(box[0], CORSMiddleware, allow_origins=["https://a.example"])
         alive = box[0] if not reuse else None
         if reuse:
-            references = sys.getrefcount(box[0])
-            assert references == 2, "something besides the box holds the first app"
+            only_holder(box, "the first app")
         with quiet_allocator():     # the app object alone; its __init__ runs after it is placed
             app, held = _next(box, lambda: object.__new__(Starlette), reuse)
         del held, shells
@@ -109,8 +108,7 @@ def test_kairondb_json_serialisation_answers_with_a_dead_records_json():
         assert json.loads(optimizer.optimize_json_serialization(box[0])) == {"user": 1, "name": "first"}
         alive = box[0] if not reuse else None
         if reuse:
-            references = sys.getrefcount(box[0])
-            assert references == 2, "something besides the box holds the first record"
+            only_holder(box, "the first record")
         record = _next_record(box, reuse)
         record.update(user=2, name="second")
         kept.extend([alive, record])
@@ -134,8 +132,7 @@ def test_kairondb_pickle_serialisation_answers_with_a_dead_records_bytes():
         assert pickle.loads(serializer.serialize_pickle(box[0])) == {"order": 1}
         alive = box[0] if not reuse else None
         if reuse:
-            references = sys.getrefcount(box[0])
-            assert references == 2, "something besides the box holds the first record"
+            only_holder(box, "the first record")
         record = _next_record(box, reuse)
         record["order"] = 2
         kept.extend([alive, record])
@@ -233,8 +230,7 @@ def test_maxhttp_request_on_a_dead_headers_dicts_address_is_sent_without_user_ag
         assert capture.headers[0]["User-Agent"] == "custom/1"
         alive = box[0] if not reuse else None
         if reuse:
-            references = sys.getrefcount(box[0])
-            assert references == 2, "something besides the box holds the first headers"
+            only_holder(box, "the first headers")
         headers = _next_record(box, reuse)
         headers["X-Trace"] = "2"
         kept.extend([alive, headers])

@@ -19,9 +19,8 @@ libraries run is released code, unchanged.
 from __future__ import annotations
 
 import gc
-import sys
 
-from cases.blind.pinned import Pins
+from cases.blind.pinned import Pins, only_holder
 from cases.blind.pinned import next_object as _next
 from harness.idreuse.landing import born_on_death_of
 from harness.idreuse.morgue import quiet_allocator
@@ -72,8 +71,7 @@ class _Request:
 
 def _only_reference(box: list) -> None:
     gc.collect()
-    references = sys.getrefcount(box[0])   # the box's and the call's own
-    assert references == 2, "something besides the box holds the dead registration"
+    only_holder(box, "the dead registration")
 
 
 def test_handless_resolves_a_dead_contexts_local_value_for_a_registration_born_on_its_address():
@@ -191,8 +189,7 @@ def test_wd_di_caching_middleware_answers_a_context_with_a_dead_contexts_result(
         gc.collect()    # the pipeline's invoke_next closure is a cycle that held the context
         alive = box[0] if not reuse else None
         if reuse:
-            references = sys.getrefcount(box[0])   # the box's and the call's own
-            assert references == 2, "something besides the box holds the first user"
+            only_holder(box, "the first user")
         with quiet_allocator():
             later, held = _next(box, lambda: _User(second), reuse)
         del held
